@@ -1,0 +1,519 @@
+# Binary arithmetic with NumPy broadcasting and PyTorch's type promotion, and the
+# in-place variants. Kernels are NumPy's ufuncs (already SIMD and broadcast-aware).
+
+cdef enum:
+    _OP_ADD = 0
+    _OP_SUB = 1
+    _OP_MUL = 2
+    _OP_DIV = 3
+    _OP_POW = 4
+
+cdef enum:
+    _IP_ADD = 0
+    _IP_SUB = 1
+    _IP_MUL = 2
+    _IP_DIV = 3
+    _IP_FILL = 4
+
+
+cdef inline bint _is_scalar(object v):
+    return isinstance(v, (int, float)) or (
+        isinstance(v, np.generic) and (<object>v).dtype.kind in "biuf")
+
+
+cdef inline int _scalar_code(object v):
+    if isinstance(v, (bool, np.bool_)):
+        return DT_BOOL
+    if isinstance(v, (int, np.integer)):
+        return DT_INT64
+    return DT_FLOAT32      # Python floats take the default float dtype, as in PyTorch
+
+
+cdef inline int _combine(int higher, int lower):
+    if higher < 0:
+        return lower
+    if lower < 0:
+        return higher
+    if _is_float_code(higher):
+        return higher
+    if higher == DT_BOOL or _is_float_code(lower):
+        return _promote2(higher, lower)
+    return higher
+
+
+cdef int _result_code(Tensor ta, object sa, Tensor tb, object sb):
+    """PyTorch's result_type: tensors with dims outrank 0-d tensors, which outrank
+    Python scalars, unless a lower category brings a higher kind (int -> float)."""
+    cdef int dim_res = -1, zero_res = -1, wrapped = -1
+    for t, s in ((ta, sa), (tb, sb)):
+        if t is not None:
+            if cnp.PyArray_NDIM((<Tensor>t)._data) > 0:
+                dim_res = _promote2(dim_res, (<Tensor>t)._dtype.code) if dim_res >= 0 else (<Tensor>t)._dtype.code
+            else:
+                zero_res = _promote2(zero_res, (<Tensor>t)._dtype.code) if zero_res >= 0 else (<Tensor>t)._dtype.code
+        else:
+            c = _scalar_code(s)
+            wrapped = _promote2(wrapped, c) if wrapped >= 0 else c
+    return _combine(dim_res, _combine(zero_res, wrapped))
+
+
+cdef inline object _operand(Tensor t, object s, DType dt):
+    if t is None:
+        return dt.numpy_dtype.type(s)
+    if t._dtype is dt:
+        return t._data
+    return t._data.astype(dt.numpy_dtype)
+
+
+def _broadcast_error(Tensor ta, Tensor tb, e):
+    sa = _shp(ta._data) if ta is not None else ()
+    sb = _shp(tb._data) if tb is not None else ()
+    return ShapeError(f"shapes {sa} and {sb} do not broadcast: {e}")
+
+
+cdef cnp.ndarray _sum_to(cnp.ndarray g, tuple shape):
+    """Sum a broadcast gradient back to ``shape``."""
+    if _shp(g) == shape:
+        return g
+    cdef int lead = cnp.PyArray_NDIM(g) - len(shape)
+    cdef object r = g
+    if lead > 0:
+        r = np.add.reduce(g, axis=tuple(range(lead)))
+    axes = tuple(i for i in range(len(shape)) if shape[i] == 1 and r.shape[i] != 1)
+    if axes:
+        r = np.add.reduce(r, axis=axes, keepdims=True)
+    return _as_ndarray(r)
+
+
+cdef Tensor _sum_to_t(Tensor g, tuple shape):
+    """Graph-mode ``_sum_to``, built from lucid ops."""
+    if _shp(g._data) == shape:
+        return g
+    cdef int lead = cnp.PyArray_NDIM(g._data) - len(shape)
+    cdef Tensor r = g
+    if lead > 0:
+        r = sum(r, tuple(range(lead)))
+    axes = tuple(i for i in range(len(shape)) if shape[i] == 1 and _shp(r._data)[i] != 1)
+    if axes:
+        r = sum(r, axes, True)
+    return r
+
+
+cdef class BinaryBackward(Node):
+    """Shared part of the binary nodes: the inputs' shapes and dtypes for the
+    broadcast reduction, and each operand as a saved tensor or a Python scalar."""
+    cdef tuple _shape_a, _shape_b
+    cdef DType _dt_a, _dt_b
+    cdef SavedTensor _saved_a, _saved_b
+    cdef object _scalar_a, _scalar_b
+
+    cdef list _saved_list(self):
+        return [s for s in (self._saved_a, self._saved_b) if s is not None]
+
+    cdef object _arr(self, int side):
+        s = self._saved_a if side == 0 else self._saved_b
+        if s is not None:
+            return (<SavedTensor>s).data(self)
+        return self._scalar_a if side == 0 else self._scalar_b
+
+    cdef object _ten(self, int side):
+        s = self._saved_a if side == 0 else self._saved_b
+        if s is not None:
+            return (<SavedTensor>s).unpack(self)
+        return self._scalar_a if side == 0 else self._scalar_b
+
+    cdef inline bint _wants(self, int side):
+        return self._next[side][0] is not None
+
+    cdef tuple _finish_eager(self, object ga, object gb):
+        if ga is not None:
+            ga = _sum_to(_as_ndarray(ga), self._shape_a)
+            if cnp.PyArray_TYPE(<cnp.ndarray>ga) != self._dt_a.typenum:
+                ga = (<cnp.ndarray>ga).astype(self._dt_a.numpy_dtype)
+        if gb is not None:
+            gb = _sum_to(_as_ndarray(gb), self._shape_b)
+            if cnp.PyArray_TYPE(<cnp.ndarray>gb) != self._dt_b.typenum:
+                gb = (<cnp.ndarray>gb).astype(self._dt_b.numpy_dtype)
+        return (ga, gb)
+
+    cdef tuple _graph(self, Tensor g):
+        ga, gb = self.grad_formula_impl(g, self._ten(0), self._ten(1))
+        if ga is not None:
+            ga = to_dtype(_sum_to_t(_as_tensor(ga), self._shape_a), self._dt_a, False)
+        if gb is not None:
+            gb = to_dtype(_sum_to_t(_as_tensor(gb), self._shape_b), self._dt_b, False)
+        return (ga, gb)
+
+    cdef void _release(self):
+        self._released = True
+        if self._saved_a is not None:
+            self._saved_a.release()
+        if self._saved_b is not None:
+            self._saved_b.release()
+
+    @property
+    def _saved_self(self):
+        return self._ten(0)
+
+    @property
+    def _saved_other(self):
+        return self._ten(1)
+
+
+cdef class AddBackward(BinaryBackward):
+    """Backward of add: grad_a = g, grad_b = alpha * g (summed over broadcast dims)."""
+    schema_v1 = _register("add", "Promote", 2)
+    cdef object _alpha
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        return self._finish_eager(
+            g if self._wants(0) else None,
+            (g if self._alpha == 1 else g * self._alpha) if self._wants(1) else None)
+
+    def grad_formula_impl(self, g, a, b):
+        return (g if self._wants(0) else None,
+                (g if self._alpha == 1 else g * self._alpha) if self._wants(1) else None)
+
+
+cdef class SubBackward(BinaryBackward):
+    """Backward of sub: grad_a = g, grad_b = -alpha * g."""
+    schema_v1 = _register("sub", "Promote", 2)
+    cdef object _alpha
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        return self._finish_eager(
+            g if self._wants(0) else None,
+            (np.negative(g) if self._alpha == 1 else g * (-self._alpha)) if self._wants(1) else None)
+
+    def grad_formula_impl(self, g, a, b):
+        return (g if self._wants(0) else None,
+                (-g if self._alpha == 1 else g * (-self._alpha)) if self._wants(1) else None)
+
+
+cdef class MulBackward(BinaryBackward):
+    """Backward of mul: grad_a = g * b, grad_b = g * a (each saved only if the other needs it)."""
+    schema_v1 = _register("mul", "Promote", 2, saves_input=True)
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        return self._finish_eager(
+            g * self._arr(1) if self._wants(0) else None,
+            g * self._arr(0) if self._wants(1) else None)
+
+    def grad_formula_impl(self, g, a, b):
+        return (g * b if self._wants(0) else None, g * a if self._wants(1) else None)
+
+
+cdef class DivBackward(BinaryBackward):
+    """Backward of div: grad_a = g / b, grad_b = -g * a / (b * b)."""
+    schema_v1 = _register("div", "Promote", 2, saves_input=True)
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        b = self._arr(1)
+        return self._finish_eager(
+            g / b if self._wants(0) else None,
+            -g * self._arr(0) / (b * b) if self._wants(1) else None)
+
+    def grad_formula_impl(self, g, a, b):
+        return (g / b if self._wants(0) else None,
+                -g * a / (b * b) if self._wants(1) else None)
+
+
+cdef class NegBackward(Node):
+    """Backward of neg: -g."""
+    schema_v1 = _register("neg", "Promote", 1)
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        return (_as_ndarray(np.negative(g)),)
+
+    cdef tuple _graph(self, Tensor g):
+        return (self.grad_formula_impl(g),)
+
+    def grad_formula_impl(self, g):
+        return -g
+
+
+cdef class PowBackward(BinaryBackward):
+    """Backward of pow(a, b) = a ** b:
+    grad_a = g * b * a ** (b - 1)  (0 where b == 0),
+    grad_b = g * out * log(a)      (0 where a == 0 and b >= 0).
+    Saves a and b as needed, and the output when b needs a gradient."""
+    schema_v1 = _register("pow", "Promote", 2, saves_input=True, saves_output=True)
+    cdef SavedTensor _saved_out
+
+    cdef list _saved_list(self):
+        return [s for s in (self._saved_a, self._saved_b, self._saved_out) if s is not None]
+
+    cdef void _release(self):
+        BinaryBackward._release(self)
+        if self._saved_out is not None:
+            self._saved_out.release()
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        ga = gb = None
+        b = self._arr(1)
+        if self._wants(0):
+            a = self._arr(0)
+            ga = np.where(b == 0, 0, g * b * np.power(a, b - 1)) if _any_zero(b) else g * b * np.power(a, b - 1)
+            ga = _as_ndarray(ga).astype(g.dtype, copy=False)
+        if self._wants(1):
+            a = self._arr(0)
+            out = self._saved_out.data(self)
+            mask = (np.asarray(a) == 0) & (np.asarray(b) >= 0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                gb = g * out * np.log(np.where(mask, 1, a))
+            gb = np.where(mask, 0, gb).astype(g.dtype, copy=False)
+        return self._finish_eager(ga, gb)
+
+    cdef tuple _graph(self, Tensor g):
+        out = self._saved_out.unpack(self) if self._saved_out is not None else None
+        ga, gb = self.grad_formula_impl(g, self._ten(0), self._ten(1), out)
+        if ga is not None:
+            ga = to_dtype(_sum_to_t(_as_tensor(ga), self._shape_a), self._dt_a, False)
+        if gb is not None:
+            gb = to_dtype(_sum_to_t(_as_tensor(gb), self._shape_b), self._dt_b, False)
+        return (ga, gb)
+
+    def grad_formula_impl(self, g, a, b, out=None):
+        ga = gb = None
+        if self._wants(0):
+            if isinstance(b, Tensor):
+                keep = tensor(((<Tensor>b)._data != 0).astype((<Tensor>b)._data.dtype))
+                ga = g * b * pow(a, b - 1) * keep
+            elif b == 0:
+                ga = g * 0
+            else:
+                ga = g * b * pow(a, b - 1)
+        if self._wants(1):
+            a_arr = (<Tensor>a)._data if isinstance(a, Tensor) else np.asarray(a)
+            b_arr = (<Tensor>b)._data
+            zero = (a_arr == 0) & (b_arr >= 0)
+            keep = tensor((~zero).astype(b_arr.dtype))
+            if isinstance(a, Tensor):
+                safe_a = a * keep + (1 - keep)     # log(1) = 0 where masked, graph intact elsewhere
+            else:
+                safe_a = tensor(np.where(zero, 1, a_arr).astype(b_arr.dtype))
+            gb = g * out * log(safe_a) * keep
+        return (ga, gb)
+
+
+cdef inline bint _any_zero(object b):
+    return bool(np.any(np.asarray(b) == 0))
+
+
+cdef object _binary(object a, object b, int op, object alpha):
+    cdef Tensor ta = None, tb = None
+    cdef object sa = None, sb = None
+    if isinstance(a, Tensor):
+        ta = <Tensor>a
+    elif _is_scalar(a):
+        sa = a.item() if isinstance(a, np.generic) else a
+    else:
+        ta = _as_tensor(a)
+    if isinstance(b, Tensor):
+        tb = <Tensor>b
+    elif _is_scalar(b):
+        sb = b.item() if isinstance(b, np.generic) else b
+    else:
+        tb = _as_tensor(b)
+    if ta is None and tb is None:
+        raise TypeError("expected at least one Tensor operand")
+    cdef int code = _result_code(ta, sa, tb, sb)
+    if op == _OP_DIV and code < DT_FLOAT16:
+        code = DT_FLOAT32          # true division of integers gives the default float
+    cdef DType dt = <DType>_DTYPES[code]
+    xa = _operand(ta, sa, dt)
+    xb = _operand(tb, sb, dt)
+    try:
+        if op == _OP_ADD:
+            r = xa + xb if alpha == 1 else xa + xb * dt.numpy_dtype.type(alpha)
+        elif op == _OP_SUB:
+            if code == DT_BOOL:
+                raise UnsupportedDTypeError("subtraction of two bool tensors is not supported; "
+                                            "use logical_xor or ~")
+            r = xa - xb if alpha == 1 else xa - xb * dt.numpy_dtype.type(alpha)
+        elif op == _OP_MUL:
+            r = xa * xb
+        elif op == _OP_DIV:
+            r = np.true_divide(xa, xb)
+        else:
+            r = np.power(xa, xb)
+    except ValueError as e:
+        if "broadcast" in str(e):
+            raise _broadcast_error(ta, tb, e) from None
+        raise LucidError(str(e)) from None
+    cdef cnp.ndarray arr = _as_ndarray(r)
+    if cnp.PyArray_TYPE(arr) != dt.typenum:
+        arr = arr.astype(dt.numpy_dtype)
+    cdef Tensor out = _wrap(arr, dt)
+    if lucid_grad_enabled and ((ta is not None and ta._requires_grad) or
+                               (tb is not None and tb._requires_grad)):
+        _record_binary(out, op, ta, sa, tb, sb, alpha)
+    return out
+
+
+cdef void _record_binary(Tensor out, int op, Tensor ta, object sa, Tensor tb, object sb,
+                         object alpha) except *:
+    cdef BinaryBackward node
+    if op == _OP_ADD:
+        node = AddBackward.__new__(AddBackward)
+        (<AddBackward>node)._alpha = alpha
+    elif op == _OP_SUB:
+        node = SubBackward.__new__(SubBackward)
+        (<SubBackward>node)._alpha = alpha
+    elif op == _OP_MUL:
+        node = MulBackward.__new__(MulBackward)
+    elif op == _OP_DIV:
+        node = DivBackward.__new__(DivBackward)
+    else:
+        node = PowBackward.__new__(PowBackward)
+    cdef bint need_a = ta is not None and ta._requires_grad
+    cdef bint need_b = tb is not None and tb._requires_grad
+    node._next = (_edge(ta) if ta is not None else _NO_EDGE,
+                  _edge(tb) if tb is not None else _NO_EDGE)
+    if ta is not None:
+        node._shape_a = _shp(ta._data)
+        node._dt_a = ta._dtype
+    if tb is not None:
+        node._shape_b = _shp(tb._data)
+        node._dt_b = tb._dtype
+    node._scalar_a = sa
+    node._scalar_b = sb
+    # Save only what the formulas read.
+    if op == _OP_MUL:
+        if need_a and tb is not None:
+            node._saved_b = _save(tb, False)
+        if need_b and ta is not None:
+            node._saved_a = _save(ta, False)
+    elif op == _OP_DIV:
+        if tb is not None:
+            node._saved_b = _save(tb, False)
+        if need_b and ta is not None:
+            node._saved_a = _save(ta, False)
+    elif op == _OP_POW:
+        if ta is not None:
+            node._saved_a = _save(ta, False)
+        if tb is not None:
+            node._saved_b = _save(tb, False)
+        if need_b:
+            (<PowBackward>node)._saved_out = _save(out, True)
+    _set_history(out, node)
+
+
+def add(input, other, *, alpha=1):
+    """input + alpha * other, with broadcasting."""
+    return _binary(input, other, _OP_ADD, alpha)
+
+
+def sub(input, other, *, alpha=1):
+    """input - alpha * other, with broadcasting."""
+    return _binary(input, other, _OP_SUB, alpha)
+
+
+def mul(input, other):
+    """input * other, with broadcasting."""
+    return _binary(input, other, _OP_MUL, 1)
+
+
+def div(input, other):
+    """True division input / other; integer inputs give float32."""
+    return _binary(input, other, _OP_DIV, 1)
+
+
+def pow(input, exponent):
+    """input ** exponent; either may be a tensor or a Python scalar."""
+    return _binary(input, exponent, _OP_POW, 1)
+
+
+def neg(input):
+    """-input."""
+    cdef Tensor x = _as_tensor(input)
+    if x._dtype is bool_:
+        raise UnsupportedDTypeError("negation of a bool tensor is not supported; use ~ instead")
+    cdef Tensor y = _wrap(_as_ndarray(np.negative(x._data)), x._dtype)
+    cdef NegBackward node
+    if lucid_grad_enabled and x._requires_grad:
+        node = NegBackward.__new__(NegBackward)
+        node._next = (_edge(x),)
+        _set_history(y, node)
+    return y
+
+
+cdef class FillBackward(Node):
+    """Backward of fill_/zero_ on a tensor with history: the old values get no gradient."""
+    schema_v1 = _register("fill_", "KeepInput", 1)
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        return (None,)
+
+    cdef tuple _graph(self, Tensor g):
+        return (None,)
+
+    def grad_formula_impl(self, g):
+        return None
+
+
+cdef object _inplace(Tensor self, object other, int op):
+    """``self op= other``: writes into self's memory and bumps its version counter."""
+    cdef bint recording = lucid_grad_enabled and (
+        self._requires_grad or (isinstance(other, Tensor) and (<Tensor>other)._requires_grad))
+    if recording and self._requires_grad and self._grad_fn is None:
+        raise LucidError(
+            "a leaf tensor that requires grad is being used in an in-place operation; "
+            "wrap it in `with lucid.no_grad():` (e.g. for an optimizer step)")
+    cdef Tensor res
+    cdef Tensor src
+    cdef FillBackward fnode
+    if op == _IP_FILL:
+        if isinstance(other, Tensor):
+            if cnp.PyArray_SIZE((<Tensor>other)._data) != 1:
+                raise ShapeError("fill_ takes a Python scalar or a one-element tensor")
+            other = (<Tensor>other)._data.item()
+        if not _is_scalar(other):
+            raise TypeError(f"fill_ takes a number, got {type(other).__name__}")
+        if not self._dtype.is_floating_point and isinstance(other, float) and other != int(other):
+            raise UnsupportedDTypeError(f"cannot fill a {self._dtype} tensor with {other!r}")
+        self._data.fill(other)
+        self._bump()
+        if recording and self._requires_grad:
+            fnode = FillBackward.__new__(FillBackward)
+            fnode._next = (_edge(self),)
+            _set_history(self, fnode)
+        return self
+    if recording:
+        # The node must see the old value of self (mul/div save it), not the one we
+        # are about to write: give it a snapshot carrying self's history.
+        src = _wrap(self._data.copy() if op >= _IP_MUL else self._data, self._dtype)
+        src._grad_fn = self._grad_fn
+        src._output_nr = self._output_nr
+        src._requires_grad = self._requires_grad
+    else:
+        src = self
+    if op == _IP_ADD:
+        res = _binary(src, other, _OP_ADD, 1)
+    elif op == _IP_SUB:
+        res = _binary(src, other, _OP_SUB, 1)
+    elif op == _IP_MUL:
+        res = _binary(src, other, _OP_MUL, 1)
+    else:
+        res = _binary(src, other, _OP_DIV, 1)
+    if _shp(res._data) != _shp(self._data):
+        raise ShapeError(
+            f"output with shape {_shp(self._data)} doesn't match the broadcast shape "
+            f"{_shp(res._data)}")
+    if res._dtype is not self._dtype and not (
+            self._dtype.is_floating_point or not res._dtype.is_floating_point) :
+        raise UnsupportedDTypeError(
+            f"result type {res._dtype} can't be cast to the desired output type {self._dtype}")
+    if res._dtype.is_floating_point is False and res._dtype.code > self._dtype.code and self._dtype is bool_:
+        raise UnsupportedDTypeError(
+            f"result type {res._dtype} can't be cast to the desired output type {self._dtype}")
+    if not cnp.PyArray_ISWRITEABLE(self._data):
+        raise LucidError("this tensor's memory is read-only (e.g. a NumPy array marked "
+                         "non-writeable or a broadcast view); clone() it first")
+    np.copyto(self._data, res._data, casting="unsafe")
+    self._bump()
+    if recording:
+        self._grad_fn = res._grad_fn
+        self._output_nr = 0
+        self._requires_grad = True
+    return self

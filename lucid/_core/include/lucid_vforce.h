@@ -1,0 +1,63 @@
+/*
+ * lucid_vforce.h -- the one C header the Cython layer sees.
+ *
+ * Every CPU math entry point has Apple vForce's shape:
+ *
+ *     void lucid_v<name>f(float  *y, const float  *x, const int *n);   // float32
+ *     void lucid_v<name> (double *y, const double *x, const int *n);   // float64
+ *
+ * and every differentiable one has a fused single-pass backward kernel
+ *
+ *     void lucid_v<name>_gradf(float *gx, const float *g, const float *s, const int *n);
+ *
+ * where s is the tensor the op saves (its input x or its output y).
+ *
+ * On macOS the forward entry points map to Accelerate (vForce); elsewhere they
+ * are lucid's own loops in src/lucid_vforce.c, which gcc turns into calls to
+ * glibc's vector math library (libmvec) with SSE / AVX2 / AVX-512 clones
+ * chosen once at load time. The macOS branch cannot be built on our Linux
+ * machines and is untested.
+ */
+#ifndef LUCID_VFORCE_H
+#define LUCID_VFORCE_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Declare the forward, float32 and float64, and the fused backward kernels. */
+#define LV_DECLARE(name)                                                        \
+    void lucid_v##name##f(float *y, const float *x, const int *n);              \
+    void lucid_v##name(double *y, const double *x, const int *n);               \
+    void lucid_v##name##_gradf(float *gx, const float *g, const float *s,       \
+                               const int *n);                                   \
+    void lucid_v##name##_grad(double *gx, const double *g, const double *s,     \
+                              const int *n);
+
+/* The unary op list; one line per op (kept in step with lucid/_core/optable.py). */
+#include "lucid_unary_list.h"
+#define LV_OP_X(name, ffn, dfn, grad) LV_DECLARE(name)
+#define LV_OP_Y(name, ffn, dfn, grad) LV_DECLARE(name)
+LUCID_UNARY_OPS
+#undef LV_OP_X
+#undef LV_OP_Y
+
+/* Full reductions of contiguous data, accumulated in double (pairwise). */
+double lucid_sumf(const float *x, ptrdiff_t n);
+double lucid_sum(const double *x, ptrdiff_t n);
+
+/* Fill y[0:n] with v. */
+void lucid_fillf(float *y, float v, ptrdiff_t n);
+void lucid_fill(double *y, double v, ptrdiff_t n);
+
+/* Human-readable name of the kernel variant chosen at load time. */
+const char *lucid_isa(void);
+const char *lucid_mathlib(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LUCID_VFORCE_H */

@@ -1,0 +1,185 @@
+/*
+ * lucid's portable implementation of the vForce-shaped entry points.
+ *
+ * Why it is written this way (measured on x86-64 with gcc 12, glibc 2.36):
+ * - Functions declared `#pragma omp declare simd notinbranch` and loops marked
+ *   `#pragma omp simd`, compiled with -fopenmp-simd -fno-math-errno
+ *   -fno-trapping-math, make gcc call libmvec (_ZGVeN16v_expf, ...).
+ *   glibc only declares those variants itself under -ffast-math, which we
+ *   never use (it breaks inf/nan and sets flush-to-zero process-wide).
+ * - target_clones builds baseline (SSE2), AVX2 and AVX-512 versions of every
+ *   loop; the loader picks one once (ifunc).
+ * - Every element goes through the vector variant: the loop runs over fixed
+ *   blocks of LV_BLOCK elements and the last partial block is padded into a
+ *   stack buffer and sent through the same vector body. No element ever goes
+ *   through scalar libm, so a result does not depend on the array's length,
+ *   its alignment, or how a caller splits it into chunks.
+ */
+#include <math.h>
+#include <string.h>
+#include <stddef.h>
+
+#include "lucid_vforce.h"
+
+#if defined(__APPLE__)
+#error "on macOS the entry points come from Accelerate; this file is not compiled there"
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define LV_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#else
+#define LV_CLONES
+#endif
+
+/* libmvec variants of the functions the kernels call (glibc >= 2.35). */
+#define LV_SIMD_DECL(ret, fn, arg) _Pragma("omp declare simd notinbranch") extern ret fn(arg);
+#define LV_SIMD_PAIR(fn) LV_SIMD_DECL(float, fn##f, float) LV_SIMD_DECL(double, fn, double)
+LV_SIMD_PAIR(exp)
+LV_SIMD_PAIR(exp2)
+LV_SIMD_PAIR(expm1)
+LV_SIMD_PAIR(log)
+LV_SIMD_PAIR(log2)
+LV_SIMD_PAIR(log10)
+LV_SIMD_PAIR(log1p)
+LV_SIMD_PAIR(erf)
+LV_SIMD_PAIR(erfc)
+LV_SIMD_PAIR(sin)
+LV_SIMD_PAIR(cos)
+LV_SIMD_PAIR(tan)
+LV_SIMD_PAIR(sinh)
+LV_SIMD_PAIR(cosh)
+LV_SIMD_PAIR(tanh)
+LV_SIMD_PAIR(asin)
+LV_SIMD_PAIR(acos)
+LV_SIMD_PAIR(atan)
+LV_SIMD_PAIR(asinh)
+LV_SIMD_PAIR(acosh)
+LV_SIMD_PAIR(atanh)
+LV_SIMD_PAIR(cbrt)
+
+/* Type-generic spellings for the gradient expressions in the op list. */
+#define EXP(v) _Generic((v), float: expf, default: exp)(v)
+#define LOG(v) _Generic((v), float: logf, default: log)(v)
+#define SQRT(v) _Generic((v), float: sqrtf, default: sqrt)(v)
+
+/* A multiple of every vector width we target (16 floats = one AVX-512 register). */
+#define LV_BLOCK 16
+
+/* y[i] = EXPR, where EXPR reads `v` (= x[i]) and may use the type name T. */
+#define LV_MAP1(fname, TYPE, EXPR)                                              \
+    LV_CLONES void fname(TYPE *y, const TYPE *x, const int *np)                 \
+    {                                                                           \
+        typedef TYPE T;                                                         \
+        const ptrdiff_t n = *np;                                                \
+        ptrdiff_t i = 0;                                                        \
+        for (; i + LV_BLOCK <= n; i += LV_BLOCK) {                              \
+            _Pragma("omp simd")                                                 \
+            for (int j = 0; j < LV_BLOCK; j++) { T v = x[i + j]; y[i + j] = (EXPR); } \
+        }                                                                       \
+        if (i < n) {                                                            \
+            T xb[LV_BLOCK] = {0}, yb[LV_BLOCK];                                 \
+            memcpy(xb, x + i, (size_t)(n - i) * sizeof(T));                     \
+            _Pragma("omp simd")                                                 \
+            for (int j = 0; j < LV_BLOCK; j++) { T v = xb[j]; yb[j] = (EXPR); }  \
+            memcpy(y + i, yb, (size_t)(n - i) * sizeof(T));                     \
+        }                                                                       \
+    }
+
+/* gx[i] = EXPR, where EXPR reads g (= g[i]) and SNAME (= s[i], the saved x or y). */
+#define LV_MAP2(fname, TYPE, SNAME, EXPR)                                       \
+    LV_CLONES void fname(TYPE *gx, const TYPE *gp, const TYPE *sp, const int *np) \
+    {                                                                           \
+        typedef TYPE T;                                                         \
+        const ptrdiff_t n = *np;                                                \
+        ptrdiff_t i = 0;                                                        \
+        for (; i + LV_BLOCK <= n; i += LV_BLOCK) {                              \
+            _Pragma("omp simd")                                                 \
+            for (int j = 0; j < LV_BLOCK; j++) {                                \
+                T g = gp[i + j], SNAME = sp[i + j];                             \
+                gx[i + j] = (EXPR);                                             \
+            }                                                                   \
+        }                                                                       \
+        if (i < n) {                                                            \
+            T gb[LV_BLOCK] = {0}, sb[LV_BLOCK] = {0}, ob[LV_BLOCK];             \
+            memcpy(gb, gp + i, (size_t)(n - i) * sizeof(T));                    \
+            memcpy(sb, sp + i, (size_t)(n - i) * sizeof(T));                    \
+            _Pragma("omp simd")                                                 \
+            for (int j = 0; j < LV_BLOCK; j++) {                                \
+                T g = gb[j], SNAME = sb[j];                                     \
+                ob[j] = (EXPR);                                                 \
+            }                                                                   \
+            memcpy(gx + i, ob, (size_t)(n - i) * sizeof(T));                    \
+        }                                                                       \
+    }
+
+#define LV_OP(name, ffn, dfn, SNAME, grad)                                      \
+    LV_MAP1(lucid_v##name##f, float, ffn(v))                                    \
+    LV_MAP1(lucid_v##name, double, dfn(v))                                      \
+    LV_MAP2(lucid_v##name##_gradf, float, SNAME, grad)                          \
+    LV_MAP2(lucid_v##name##_grad, double, SNAME, grad)
+
+#define LV_OP_X(name, ffn, dfn, grad) LV_OP(name, ffn, dfn, x, grad)
+#define LV_OP_Y(name, ffn, dfn, grad) LV_OP(name, ffn, dfn, y, grad)
+LUCID_UNARY_OPS
+#undef LV_OP_X
+#undef LV_OP_Y
+
+/* ---- reductions -------------------------------------------------------- */
+
+/* Pairwise summation in double: blocks of 128 summed with a vector
+ * reduction, blocks combined as a binary tree. Deterministic for a given
+ * length (the split points depend only on n). */
+#define LV_SUM_LEAF 128
+#define LV_SUM(fname, TYPE)                                                     \
+    LV_CLONES static double fname##_leaf(const TYPE *x, ptrdiff_t n)            \
+    {                                                                           \
+        double s = 0.0;                                                         \
+        _Pragma("omp simd reduction(+:s)")                                      \
+        for (ptrdiff_t i = 0; i < n; i++) s += (double)x[i];                    \
+        return s;                                                               \
+    }                                                                           \
+    double fname(const TYPE *x, ptrdiff_t n)                                    \
+    {                                                                           \
+        if (n <= LV_SUM_LEAF) return fname##_leaf(x, n);                        \
+        ptrdiff_t h = (n / 2 / LV_SUM_LEAF) * LV_SUM_LEAF;                      \
+        if (h == 0) h = n / 2;                                                  \
+        return fname(x, h) + fname(x + h, n - h);                               \
+    }
+LV_SUM(lucid_sumf, float)
+LV_SUM(lucid_sum, double)
+
+LV_CLONES void lucid_fillf(float *y, float v, ptrdiff_t n)
+{
+    for (ptrdiff_t i = 0; i < n; i++) y[i] = v;
+}
+
+LV_CLONES void lucid_fill(double *y, double v, ptrdiff_t n)
+{
+    for (ptrdiff_t i = 0; i < n; i++) y[i] = v;
+}
+
+/* ---- what was chosen at load time ---------------------------------------- */
+
+const char *lucid_isa(void)
+{
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        return "avx512";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return "avx2";
+    return "sse2";
+#else
+    return "baseline";
+#endif
+}
+
+const char *lucid_mathlib(void)
+{
+#if defined(__GLIBC__)
+    return "glibc-libmvec";
+#else
+    return "libm";
+#endif
+}

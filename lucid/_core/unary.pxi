@@ -1,0 +1,252 @@
+# Element-wise unary ops: the shared forward/backward machinery. The per-op
+# pieces (schema, node class, public function) are generated from optable.py
+# into _unary.pxi; this file is what they all call.
+
+ctypedef void (*vf32_t)(float *, const float *, const int *) noexcept nogil
+ctypedef void (*vf64_t)(double *, const double *, const int *) noexcept nogil
+ctypedef void (*gf32_t)(float *, const float *, const float *, const int *) noexcept nogil
+ctypedef void (*gf64_t)(double *, const double *, const double *, const int *) noexcept nogil
+
+cdef struct UnaryKernels:
+    vf32_t f32
+    vf64_t f64
+    gf32_t g32
+    gf64_t g64
+
+# Kernels take an int count; longer arrays go through in chunks of this many
+# elements (a multiple of the kernels' block, so chunking never changes a result).
+# Below _NOGIL_MIN elements, releasing the GIL costs more than the kernel.
+cdef enum:
+    _CHUNK = 1 << 30
+    _NOGIL_MIN = 8192
+
+
+cdef void _map_f32(vf32_t f, float *y, const float *x, Py_ssize_t n) noexcept nogil:
+    cdef int m
+    while n > 0:
+        m = <int>(n if n < _CHUNK else _CHUNK)
+        f(y, x, &m)
+        y += m
+        x += m
+        n -= m
+
+
+cdef void _map_f64(vf64_t f, double *y, const double *x, Py_ssize_t n) noexcept nogil:
+    cdef int m
+    while n > 0:
+        m = <int>(n if n < _CHUNK else _CHUNK)
+        f(y, x, &m)
+        y += m
+        x += m
+        n -= m
+
+
+cdef void _grad_f32(gf32_t f, float *gx, const float *g, const float *s, Py_ssize_t n) noexcept nogil:
+    cdef int m
+    while n > 0:
+        m = <int>(n if n < _CHUNK else _CHUNK)
+        f(gx, g, s, &m)
+        gx += m
+        g += m
+        s += m
+        n -= m
+
+
+cdef void _grad_f64(gf64_t f, double *gx, const double *g, const double *s, Py_ssize_t n) noexcept nogil:
+    cdef int m
+    while n > 0:
+        m = <int>(n if n < _CHUNK else _CHUNK)
+        f(gx, g, s, &m)
+        gx += m
+        g += m
+        s += m
+        n -= m
+
+
+cdef inline void _map(const UnaryKernels *k, int num, void *y, const void *x,
+                      Py_ssize_t n) noexcept nogil:
+    if num == cnp.NPY_FLOAT:
+        _map_f32(k.f32, <float *>y, <const float *>x, n)
+    else:
+        _map_f64(k.f64, <double *>y, <const double *>x, n)
+
+
+cdef inline void _grad_apply(const UnaryKernels *k, int num, void *gx, const void *g, const void *s,
+                       Py_ssize_t n) noexcept nogil:
+    if num == cnp.NPY_FLOAT:
+        _grad_f32(k.g32, <float *>gx, <const float *>g, <const float *>s, n)
+    else:
+        _grad_f64(k.g64, <double *>gx, <const double *>g, <const double *>s, n)
+
+
+cdef inline cnp.ndarray _empty_like_arr(cnp.ndarray a, int typenum):
+    return cnp.PyArray_EMPTY(cnp.PyArray_NDIM(a), cnp.PyArray_DIMS(a), typenum, 0)
+
+
+cdef cnp.ndarray _unary_kernel(const UnaryKernels *k, cnp.ndarray a):
+    """y = f(a) for a float16/32/64 ndarray; float16 goes through float32."""
+    cdef int num = cnp.PyArray_TYPE(a)
+    cdef cnp.ndarray out
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
+    if num == cnp.NPY_FLOAT16:
+        return _unary_kernel(k, a.astype(np.float32)).astype(np.float16)
+    a = _contig(a)
+    out = _empty_like_arr(a, num)
+    cdef void *y = cnp.PyArray_DATA(out)
+    cdef const void *x = cnp.PyArray_DATA(a)
+    if n < _NOGIL_MIN:
+        _map(k, num, y, x, n)
+    else:
+        with nogil:
+            _map(k, num, y, x, n)
+    return out
+
+
+cdef cnp.ndarray _unary_grad_kernel(const UnaryKernels *k, cnp.ndarray g, cnp.ndarray s):
+    """gx = fused backward(g, s), where s is the saved input or output."""
+    cdef int num = cnp.PyArray_TYPE(s)
+    cdef cnp.ndarray out
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(s)
+    if num == cnp.NPY_FLOAT16:
+        return _unary_grad_kernel(k, g.astype(np.float32), s.astype(np.float32)).astype(np.float16)
+    if cnp.PyArray_TYPE(g) != num:
+        g = g.astype(s.dtype)
+    if _shp(g) != _shp(s):
+        g = np.broadcast_to(g, _shp(s))
+    g = _contig(g)
+    s = _contig(s)
+    out = _empty_like_arr(s, num)
+    cdef void *gx = cnp.PyArray_DATA(out)
+    cdef const void *gp = cnp.PyArray_DATA(g)
+    cdef const void *sp = cnp.PyArray_DATA(s)
+    if n < _NOGIL_MIN:
+        _grad_apply(k, num, gx, gp, sp, n)
+    else:
+        with nogil:
+            _grad_apply(k, num, gx, gp, sp, n)
+    return out
+
+
+cdef class UnaryBackward(Node):
+    """Shared part of every element-wise unary node: one saved tensor, one fused kernel."""
+    cdef const UnaryKernels *_k
+    cdef SavedTensor _saved
+    cdef bint _saves_output
+
+    cdef list _saved_list(self):
+        return [self._saved] if self._saved is not None else []
+
+    @property
+    def _saved_self(self):
+        if self._saves_output:
+            raise AttributeError(f"{type(self).__name__} saves its result, not its input")
+        return self._saved.unpack(self)
+
+    @property
+    def _saved_result(self):
+        if not self._saves_output:
+            raise AttributeError(f"{type(self).__name__} saves its input, not its result")
+        return self._saved.unpack(self)
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        if self._saved is None:
+            self._saved_list()  # keep the error path in one place
+        return (_unary_grad_kernel(self._k, g, self._saved.data(self)),)
+
+    cdef tuple _graph(self, Tensor g):
+        cdef Tensor s = self._saved.unpack(self)
+        if self._saves_output:
+            return (self.grad_formula_impl(g, None, s),)
+        return (self.grad_formula_impl(g, s, None),)
+
+    cdef void _release(self):
+        self._released = True
+        if self._saved is not None:
+            self._saved.release()
+
+
+cdef object _unary_op(object input, const UnaryKernels *k, type node_cls, int amp,
+                      bint saves_output):
+    """Forward of an element-wise op: AMP policy, kernel, and (maybe) a backward node."""
+    cdef Tensor x = <Tensor>input if type(input) is Tensor else _as_tensor(input)
+    cdef int code = x._dtype.code
+    cdef UnaryBackward node
+    cdef Tensor y
+    if code < DT_FLOAT16:
+        # Integer and bool inputs are computed as float32 (they never require grad).
+        x = _wrap(x._data.astype(np.float32), float32)
+    elif code == DT_FLOAT16 and amp == AMP_FORCE_FP32:
+        x = to_dtype(x, float32, False)   # a recorded cast: float16 leaves get float16 grads
+    y = _wrap(_unary_kernel(k, x._data), x._dtype)
+    if lucid_grad_enabled and x._requires_grad:
+        node = <UnaryBackward>(<PyTypeObject *>node_cls).tp_new(node_cls, <PyObject *>_EMPTY, NULL)
+        node._k = k
+        node._next = (_edge(x),)
+        node._saves_output = saves_output
+        node._saved = _save(y, True) if saves_output else _save(x, False)
+        _set_history(y, node)
+    return y
+
+
+cdef tuple _EMPTY = ()
+
+
+# -- dtype casts and copies (recorded like any op) ----------------------------
+
+cdef OpSchema _TO_SCHEMA = _register("to", "KeepInput")
+cdef OpSchema _CLONE_SCHEMA = _register("clone", "KeepInput")
+
+
+cdef class ToBackward(Node):
+    """Backward of a dtype cast: cast the gradient back to the source dtype."""
+    schema_v1 = _TO_SCHEMA
+    cdef DType _src
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        return (g.astype(self._src.numpy_dtype),)
+
+    cdef tuple _graph(self, Tensor g):
+        return (self.grad_formula_impl(g),)
+
+    def grad_formula_impl(self, g):
+        return to_dtype(g, self._src, False)
+
+
+cdef Tensor to_dtype(Tensor x, DType dt, bint copy):
+    """``x`` converted to ``dt`` (differentiable between floating dtypes)."""
+    if x._dtype is dt and not copy:
+        return x
+    cdef Tensor y = _wrap(x._data.astype(dt.numpy_dtype), dt)
+    cdef ToBackward node
+    if lucid_grad_enabled and x._requires_grad and dt.is_floating_point:
+        node = ToBackward.__new__(ToBackward)
+        node._src = x._dtype
+        node._next = (_edge(x),)
+        _set_history(y, node)
+    return y
+
+
+cdef class CloneBackward(Node):
+    """Backward of clone: the gradient passes through unchanged."""
+    schema_v1 = _CLONE_SCHEMA
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        return (g,)
+
+    cdef tuple _graph(self, Tensor g):
+        return (self.grad_formula_impl(g),)
+
+    def grad_formula_impl(self, g):
+        return g
+
+
+def clone(input):
+    """A copy of ``input`` with its own memory (differentiable)."""
+    cdef Tensor x = _as_tensor(input)
+    cdef Tensor y = _wrap(np.array(x._data, copy=True, order="C"), x._dtype)
+    cdef CloneBackward node
+    if lucid_grad_enabled and x._requires_grad:
+        node = CloneBackward.__new__(CloneBackward)
+        node._next = (_edge(x),)
+        _set_history(y, node)
+    return y

@@ -1,0 +1,72 @@
+"""Build lucid's extension: render the op table, cythonize, compile the C kernels.
+
+Environment switches:
+  LUCID_DEBUG=1   bounds checks on, -O0 -g (for sanitizer and debugger builds)
+"""
+import os
+import runpy
+import sys
+
+import numpy as np
+from Cython.Build import cythonize
+from Cython.Tempita import sub as tempita_sub
+from setuptools import Extension, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORE = os.path.join("lucid", "_core")
+DEBUG = os.environ.get("LUCID_DEBUG", "") == "1"
+
+
+def render_templates():
+    """optable.py -> _unary.pxi (Cython) and include/lucid_unary_list.h (C X-macro list)."""
+    table = runpy.run_path(os.path.join(HERE, CORE, "optable.py"))
+    for tp in ("_unary.pxi.tp", os.path.join("include", "lucid_unary_list.h.tp")):
+        src = os.path.join(HERE, CORE, tp)
+        dst = src[: -len(".tp")]
+        with open(src) as f:
+            text = tempita_sub(f.read(), UNARY=table["UNARY"])
+        old = open(dst).read() if os.path.exists(dst) else None
+        if text != old:  # keep mtimes stable so unchanged builds stay incremental
+            with open(dst, "w") as f:
+                f.write(text)
+
+
+render_templates()
+
+# No -ffast-math, ever: it breaks inf/nan handling and sets flush-to-zero for the
+# whole process. These two flags are what gcc needs to call libmvec; they only
+# drop errno writes and the assumption that FP ops may trap.
+c_flags = ["-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math"]
+c_flags += ["-O0", "-g"] if DEBUG else ["-O3"]
+libraries = []
+if sys.platform.startswith("linux"):
+    libraries = ["mvec", "m"]
+
+sources = [os.path.join(CORE, "_C.pyx")]
+if sys.platform != "darwin":
+    sources.append(os.path.join(CORE, "src", "lucid_vforce.c"))
+extra_link = ["-framework", "Accelerate"] if sys.platform == "darwin" else []
+
+ext = Extension(
+    "lucid._core._C",
+    sources=sources,
+    include_dirs=[os.path.join(CORE, "include"), np.get_include()],
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    extra_compile_args=c_flags,
+    extra_link_args=extra_link,
+    libraries=libraries,
+)
+
+directives = {
+    "language_level": 3,
+    "boundscheck": DEBUG,
+    "wraparound": DEBUG,
+    "cdivision": not DEBUG,
+    "initializedcheck": DEBUG,
+    "embedsignature": True,
+}
+
+setup(
+    ext_modules=cythonize([ext], compiler_directives=directives,
+                          include_path=[CORE], quiet=True),
+)
