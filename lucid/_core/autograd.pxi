@@ -33,7 +33,11 @@ cdef class Node:
     @property
     def saved_tensors(self):
         """The tensors this node keeps for its backward (unpacked)."""
-        return tuple(s.unpack(self) for s in self._saved_list())
+        cdef SavedTensor s
+        cdef list out = []
+        for s in self._saved_list():
+            out.append(s.unpack(self))
+        return tuple(out)
 
     cdef list _saved_list(self):
         return []

@@ -532,6 +532,9 @@ cdef cnp.ndarray _array_from_data(object data, DType dt):
         raise TypeError(
             f"lucid.tensor() needs numeric data (bool, int or float), got elements of "
             f"NumPy kind {a.dtype.kind!r} ({a.dtype})")
+    if a.dtype.kind == "u" and a.dtype.itemsize == 8 and a.size and a.max() > 0x7FFFFFFFFFFFFFFF:
+        raise UnsupportedDTypeError(
+            f"uint64 value {a.max()} does not fit in lucid's largest integer dtype, int64")
     if dt is None:
         if isinstance(data, np.ndarray) or isinstance(data, np.generic):
             if a.dtype.kind == "u" or a.dtype.kind == "i" and a.dtype.itemsize < 4:

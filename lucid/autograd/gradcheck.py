@@ -12,7 +12,7 @@ from lucid._core._C import Tensor, _dtype_by_name
 
 float64 = _dtype_by_name("float64")
 from lucid.autograd.engine import grad
-from lucid.autograd.grad_mode import enable_grad, no_grad
+from lucid.autograd.grad_mode import enable_grad
 
 
 class GradcheckError(RuntimeError):
@@ -40,29 +40,33 @@ def _outputs(fn, xs):
 
 
 def _numerical_jacobian(fn, xs, diff_idx, eps):
-    """J[i][o] has shape (input i numel, output o numel)."""
-    with no_grad():
-        base = _outputs(fn, xs)
-        jac = []
-        for i in diff_idx:
-            data = xs[i].detach().numpy().reshape(-1)   # shares memory with xs[i]
-            cols = [np.zeros((data.size, o.numel())) for o in base]
-            for k in range(data.size):
-                orig = data[k]
-                data[k] = orig + eps
-                plus = [o.detach().numpy().astype(np.float64).reshape(-1) for o in _outputs(fn, xs)]
-                data[k] = orig - eps
-                minus = [o.detach().numpy().astype(np.float64).reshape(-1) for o in _outputs(fn, xs)]
-                data[k] = orig
-                for o in range(len(base)):
-                    cols[o][k] = (plus[o] - minus[o]) / (2 * eps)
-            jac.append(cols)
+    """J[i][o] has shape (input i numel, output o numel).
+
+    Grad mode stays on: ``fn`` may itself differentiate (gradgradcheck's first derivative).
+    """
+    base = _outputs(fn, xs)
+    jac = []
+    for i in diff_idx:
+        data = xs[i].detach().numpy().reshape(-1)   # shares memory with xs[i]
+        cols = [np.zeros((data.size, o.numel())) for o in base]
+        for k in range(data.size):
+            orig = data[k]
+            data[k] = orig + eps
+            plus = [o.detach().numpy().astype(np.float64).reshape(-1) for o in _outputs(fn, xs)]
+            data[k] = orig - eps
+            minus = [o.detach().numpy().astype(np.float64).reshape(-1) for o in _outputs(fn, xs)]
+            data[k] = orig
+            for o in range(len(base)):
+                cols[o][k] = (plus[o] - minus[o]) / (2 * eps)
+        jac.append(cols)
     return jac
 
 
 def _analytical_jacobian(fn, xs, diff_idx):
     with enable_grad():
         outs = _outputs(fn, xs)
+    if not outs:
+        raise ValueError("gradcheck: fn returned no floating point tensor")
     jac = [[np.zeros((xs[i].numel(), o.numel())) for o in outs] for i in diff_idx]
     for o, out in enumerate(outs):
         if not out.requires_grad:
