@@ -1,0 +1,50 @@
+import gc
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+try:
+    from hypothesis import settings, HealthCheck
+
+    settings.register_profile(
+        "lucid", max_examples=40, deadline=None, derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile("lucid")
+except ImportError:  # pragma: no cover
+    pass
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)
+
+
+@pytest.fixture
+def no_gc():
+    """Disable the cyclic GC so that only reference counting frees objects."""
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+@pytest.fixture(autouse=True)
+def _grad_mode_guard():
+    """Every test starts and must end with grad mode enabled."""
+    import lucid
+    assert lucid.is_grad_enabled(), "grad mode leaked from a previous test"
+    yield
+    assert lucid.is_grad_enabled(), "test left grad mode disabled"
+
+
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch")
