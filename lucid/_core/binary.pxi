@@ -209,9 +209,10 @@ cdef class DivBackward(BinaryBackward):
 
     cdef tuple _eager(self, cnp.ndarray g):
         b = self._arr(1)
-        return self._finish_eager(
-            g / b if self._wants(0) else None,
-            -g * self._arr(0) / (b * b) if self._wants(1) else None)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return self._finish_eager(
+                g / b if self._wants(0) else None,
+                -g * self._arr(0) / (b * b) if self._wants(1) else None)
 
     def grad_formula_impl(self, g, a, b):
         return (g / b if self._wants(0) else None,
@@ -249,6 +250,10 @@ cdef class PowBackward(BinaryBackward):
             self._saved_out.release()
 
     cdef tuple _eager(self, cnp.ndarray g):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return self._eager_formula(g)
+
+    cdef tuple _eager_formula(self, cnp.ndarray g):
         ga = gb = None
         b = self._arr(1)
         if self._wants(0):
@@ -333,10 +338,10 @@ cdef object _binary(object a, object b, int op, object alpha):
             r = xa - xb if alpha == 1 else xa - xb * dt.numpy_dtype.type(alpha)
         elif op == _OP_MUL:
             r = xa * xb
-        elif op == _OP_DIV:
-            r = np.true_divide(xa, xb)
         else:
-            r = np.power(xa, xb)
+            # x/0 and (-1)**0.5 are IEEE results (inf, nan), not warnings, as in PyTorch.
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                r = np.true_divide(xa, xb) if op == _OP_DIV else np.power(xa, xb)
     except ValueError as e:
         if "broadcast" in str(e):
             raise _broadcast_error(ta, tb, e) from None

@@ -102,7 +102,8 @@ def arange(start, end=None, step=1, *, dtype=None, device="cpu", requires_grad=F
     if (end - start) * step < 0:
         raise ValueError(f"arange(): upper bound {end} and step {step} are inconsistent "
                          f"with lower bound {start}")
-    all_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+    all_int = isinstance(start, (int, np.integer)) and isinstance(end, (int, np.integer)) \
+        and isinstance(step, (int, np.integer))
     cdef DType dt = _dt_or(dtype, int64 if all_int else float32)
     # Computed in float64 (or int64) and then cast, so float32 ranges have PyTorch's length.
     a = np.arange(start, end, step, dtype=np.int64 if all_int else np.float64)

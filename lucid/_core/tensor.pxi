@@ -447,17 +447,11 @@ cdef class Tensor:
     def expand_as(self, other):
         return expand(self, _shp((<Tensor>_as_tensor(other))._data))
 
-    def erf(self):
-        return erf(self)
+    def __abs__(self):
+        return abs(self)
 
-    def exp(self):
-        return exp(self)
-
-    def log2(self):
-        return log2(self)
-
-    def log(self):
-        return log(self)
+    # The element-wise unary ops (x.exp(), x.erf(), ...) are installed as methods by
+    # the generated _unary.pxi, one per row of optable.py.
 
 
 def _rebuild(data, dtype_name, requires_grad):

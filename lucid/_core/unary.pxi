@@ -131,31 +131,33 @@ cdef class UnaryBackward(Node):
     """Shared part of every element-wise unary node: one saved tensor, one fused kernel."""
     cdef const UnaryKernels *_k
     cdef SavedTensor _saved
-    cdef bint _saves_output
+    cdef int _saves                  # _SAVES_INPUT, _SAVES_OUTPUT or _SAVES_NOTHING
 
     cdef list _saved_list(self):
         return [self._saved] if self._saved is not None else []
 
     @property
     def _saved_self(self):
-        if self._saves_output:
-            raise AttributeError(f"{type(self).__name__} saves its result, not its input")
+        if self._saves != _SAVES_INPUT:
+            raise AttributeError(f"{type(self).__name__} does not save its input")
         return self._saved.unpack(self)
 
     @property
     def _saved_result(self):
-        if not self._saves_output:
-            raise AttributeError(f"{type(self).__name__} saves its input, not its result")
+        if self._saves != _SAVES_OUTPUT:
+            raise AttributeError(f"{type(self).__name__} does not save its result")
         return self._saved.unpack(self)
 
     cdef tuple _eager(self, cnp.ndarray g):
-        if self._saved is None:
-            self._saved_list()  # keep the error path in one place
+        if self._saves == _SAVES_NOTHING:
+            return (np.zeros_like(g),)
         return (_unary_grad_kernel(self._k, g, self._saved.data(self)),)
 
     cdef tuple _graph(self, Tensor g):
+        if self._saves == _SAVES_NOTHING:
+            return (self.grad_formula_impl(g, None, None),)
         cdef Tensor s = self._saved.unpack(self)
-        if self._saves_output:
+        if self._saves == _SAVES_OUTPUT:
             return (self.grad_formula_impl(g, None, s),)
         return (self.grad_formula_impl(g, s, None),)
 
@@ -165,8 +167,13 @@ cdef class UnaryBackward(Node):
             self._saved.release()
 
 
-cdef object _unary_op(object input, const UnaryKernels *k, type node_cls, int amp,
-                      bint saves_output):
+cdef enum:
+    _SAVES_INPUT = 0
+    _SAVES_OUTPUT = 1
+    _SAVES_NOTHING = 2
+
+
+cdef object _unary_op(object input, const UnaryKernels *k, type node_cls, int amp, int saves):
     """Forward of an element-wise op: AMP policy, kernel, and (maybe) a backward node."""
     cdef Tensor x = <Tensor>input if type(input) is Tensor else _as_tensor(input)
     cdef int code = x._dtype.code
@@ -182,13 +189,27 @@ cdef object _unary_op(object input, const UnaryKernels *k, type node_cls, int am
         node = <UnaryBackward>(<PyTypeObject *>node_cls).tp_new(node_cls, <PyObject *>_EMPTY, NULL)
         node._k = k
         node._next = (_edge(x),)
-        node._saves_output = saves_output
-        node._saved = _save(y, True) if saves_output else _save(x, False)
+        node._saves = saves
+        if saves == _SAVES_OUTPUT:
+            node._saved = _save(y, True)
+        elif saves == _SAVES_INPUT:
+            node._saved = _save(x, False)
         _set_history(y, node)
     return y
 
 
 cdef tuple _EMPTY = ()
+
+
+cdef extern from "Python.h":
+    void PyType_Modified(PyTypeObject *)
+
+
+cdef void _add_tensor_method(str name, object fn) except *:
+    """Install an op as a Tensor method. Tensor is a static type whose class body
+    cannot hold generated code, so the generated ops register themselves here."""
+    (<dict>(<PyTypeObject *>Tensor).tp_dict)[name] = fn
+    PyType_Modified(<PyTypeObject *>Tensor)
 
 
 # -- dtype casts and copies (recorded like any op) ----------------------------

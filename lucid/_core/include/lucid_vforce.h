@@ -10,7 +10,8 @@
  *
  *     void lucid_v<name>_gradf(float *gx, const float *g, const float *s, const int *n);
  *
- * where s is the tensor the op saves (its input x or its output y).
+ * where s is the tensor the op saves (its input x or its output y). Ops with a
+ * zero gradient (floor, sign, ...) have no backward kernel.
  *
  * On macOS the forward entry points map to Accelerate (vForce); elsewhere they
  * are lucid's own loops in src/lucid_vforce.c, which gcc turns into calls to
@@ -38,11 +39,16 @@ extern "C" {
 
 /* The unary op list; one line per op (kept in step with lucid/_core/optable.py). */
 #include "lucid_unary_list.h"
+#define LV_DECLARE_FWD(name)                                                    \
+    void lucid_v##name##f(float *y, const float *x, const int *n);              \
+    void lucid_v##name(double *y, const double *x, const int *n);
 #define LV_OP_X(name, ffn, dfn, grad) LV_DECLARE(name)
 #define LV_OP_Y(name, ffn, dfn, grad) LV_DECLARE(name)
+#define LV_OP_0(name, ffn, dfn, grad) LV_DECLARE_FWD(name)
 LUCID_UNARY_OPS
 #undef LV_OP_X
 #undef LV_OP_Y
+#undef LV_OP_0
 
 /* Full reductions of contiguous data, accumulated in double (pairwise). */
 double lucid_sumf(const float *x, ptrdiff_t n);

@@ -58,9 +58,89 @@ LV_SIMD_PAIR(atanh)
 LV_SIMD_PAIR(cbrt)
 
 /* Type-generic spellings for the gradient expressions in the op list. */
-#define EXP(v) _Generic((v), float: expf, default: exp)(v)
-#define LOG(v) _Generic((v), float: logf, default: log)(v)
-#define SQRT(v) _Generic((v), float: sqrtf, default: sqrt)(v)
+#define LV_GENERIC(v, ffn, dfn) _Generic((v), float: ffn, default: dfn)(v)
+#define EXP(v) LV_GENERIC(v, expf, exp)
+#define LOG(v) LV_GENERIC(v, logf, log)
+#define SQRT(v) LV_GENERIC(v, sqrtf, sqrt)
+#define SIN(v) LV_GENERIC(v, sinf, sin)
+#define COS(v) LV_GENERIC(v, cosf, cos)
+#define SINH(v) LV_GENERIC(v, sinhf, sinh)
+#define COSH(v) LV_GENERIC(v, coshf, cosh)
+#define ERFC(v) LV_GENERIC(v, erfcf, erfc)
+#define SIGN(v) LV_GENERIC(v, lv_signf, lv_sign)
+#define lv_sigmoid_g(v) LV_GENERIC(v, lv_sigmoidf, lv_sigmoid)
+
+/* lucid's own element-wise functions: forward kernels for rows whose function is
+ * not in libm. Each is written once for a type T and instantiated for float and
+ * double; `static inline` so they inline into the vector loops. */
+#define LV_FN(name, body)                                                       \
+    static inline float lv_##name##f(float x) { typedef float T __attribute__((unused)); body }         \
+    static inline double lv_##name(double x) { typedef double T __attribute__((unused)); body }
+
+LV_FN(rsqrt, return (T)1 / SQRT(x);)
+LV_FN(reciprocal, return (T)1 / x;)
+LV_FN(square, return x * x;)
+/* PyTorch's sign: nan -> 0, and -0 -> +0. */
+LV_FN(sign, return (T)(x > 0) - (T)(x < 0);)
+/* One exp, no overflow: t = e^-|x| in (0, 1]. */
+LV_FN(sigmoid, T t = EXP(-fabs(x)); T r = (T)1 / ((T)1 + t); return x >= 0 ? r : t * r;)
+LV_FN(softplus, return (x > 0 ? x : (T)0) + LV_GENERIC(EXP(-fabs(x)), log1pf, log1p);)
+LV_FN(silu, return x * lv_sigmoid_g(x);)
+
+/* Exact GELU, x/2 * erfc(-x/sqrt2). The product x * (1/sqrt2) is carried to double
+ * length (fma + the constant's low part), and the rounding it leaves is applied
+ * as a first-order correction, so the erfc tail keeps its accuracy. Float32
+ * goes through double. */
+static inline double lv_gelu(double x)
+{
+    const double c = 0.7071067811865476, c_lo = -4.8336466567264565e-17;
+    double p = x * c;
+    double e = fma(x, c, -p) + x * c_lo;
+    return 0.5 * x * (erfc(-p) + e * 1.1283791670955126 * exp(-p * p));
+}
+static inline float lv_geluf(float x) { return (float)lv_gelu((double)x); }
+
+/* erfinv: Giles' single-precision approximation (M. Giles, "Approximating the
+ * erfinv function", GPU Computing Gems, 2011) as a starting point, then two
+ * Newton steps in double. The residual erf(y) - a is formed as (1 - a) - erfc(y)
+ * for a >= 0.5, where 1 - a is exact, so the tail keeps its accuracy. */
+static inline double lv_erfinv(double x)
+{
+    double a = fabs(x);
+    double w = -log((1.0 - a) * (1.0 + a));
+    double p;
+    if (w < 5.0) {
+        w -= 2.5;
+        p = 2.81022636e-08;
+        p = 3.43273939e-07 + p * w;
+        p = -3.5233877e-06 + p * w;
+        p = -4.39150654e-06 + p * w;
+        p = 0.00021858087 + p * w;
+        p = -0.00125372503 + p * w;
+        p = -0.00417768164 + p * w;
+        p = 0.246640727 + p * w;
+        p = 1.50140941 + p * w;
+    } else {
+        w = sqrt(w) - 3.0;
+        p = -0.000200214257;
+        p = 0.000100950558 + p * w;
+        p = 0.00134934322 + p * w;
+        p = -0.00367342844 + p * w;
+        p = 0.00573950773 + p * w;
+        p = -0.0076224613 + p * w;
+        p = 0.00943887047 + p * w;
+        p = 1.00167406 + p * w;
+        p = 2.83297682 + p * w;
+    }
+    double y = p * a;
+    for (int k = 0; k < 2; k++) {
+        double r = a < 0.5 ? erf(y) - a : (1.0 - a) - erfc(y);
+        y -= r * 0.886226925452758 * exp(y * y);
+    }
+    y = a == 1.0 ? INFINITY : (a > 1.0 ? NAN : y);
+    return copysign(y, x);
+}
+static inline float lv_erfinvf(float x) { return (float)lv_erfinv((double)x); }
 
 /* A multiple of every vector width we target (16 floats = one AVX-512 register). */
 #define LV_BLOCK 16
@@ -120,9 +200,11 @@ LV_SIMD_PAIR(cbrt)
 
 #define LV_OP_X(name, ffn, dfn, grad) LV_OP(name, ffn, dfn, x, grad)
 #define LV_OP_Y(name, ffn, dfn, grad) LV_OP(name, ffn, dfn, y, grad)
+#define LV_OP_0(name, ffn, dfn, grad) LV_MAP1(lucid_v##name##f, float, ffn(v)) LV_MAP1(lucid_v##name, double, dfn(v))
 LUCID_UNARY_OPS
 #undef LV_OP_X
 #undef LV_OP_Y
+#undef LV_OP_0
 
 /* ---- reductions -------------------------------------------------------- */
 
