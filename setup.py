@@ -35,8 +35,9 @@ render_templates()
 
 # No -ffast-math, ever: it breaks inf/nan handling and sets flush-to-zero for the
 # whole process. These two flags are what gcc needs to call libmvec; they only
-# drop errno writes and the assumption that FP ops may trap.
-c_flags = ["-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math"]
+# drop errno writes and the assumption that FP ops may trap. -fopenmp covers
+# `omp simd` and the threads of large kernels (cython.parallel.prange).
+c_flags = ["-fopenmp", "-fno-math-errno", "-fno-trapping-math"]
 c_flags += ["-O0", "-g"] if DEBUG else ["-O3"]
 libraries = []
 if sys.platform.startswith("linux"):
@@ -45,7 +46,7 @@ if sys.platform.startswith("linux"):
 sources = [os.path.join(CORE, "_C.pyx")]
 if sys.platform != "darwin":
     sources.append(os.path.join(CORE, "src", "lucid_vforce.c"))
-extra_link = ["-framework", "Accelerate"] if sys.platform == "darwin" else []
+extra_link = ["-framework", "Accelerate"] if sys.platform == "darwin" else ["-fopenmp"]
 
 ext = Extension(
     "lucid._core._C",

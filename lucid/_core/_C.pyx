@@ -16,6 +16,7 @@ indirection. Read them in this order:
 """
 cimport numpy as cnp
 from cpython.object cimport PyObject, PyTypeObject
+from cython.parallel cimport prange
 import numpy as np
 
 cnp.import_array()

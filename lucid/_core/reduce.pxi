@@ -261,4 +261,5 @@ def broadcast_to(input, shape):
 
 def backend_info():
     """The CPU path in use: instruction set chosen at load time and the math library."""
-    return {"isa": lucid_isa().decode(), "mathlib": lucid_mathlib().decode(), "threads": 1}
+    return {"isa": lucid_isa().decode(), "mathlib": lucid_mathlib().decode(),
+            "threads": _num_threads, "parallel_min_elements": _PAR_MIN}

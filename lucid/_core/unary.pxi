@@ -79,7 +79,90 @@ cdef inline void _grad_apply(const UnaryKernels *k, int num, void *gx, const voi
         _grad_f64(k.g64, <double *>gx, <const double *>g, <const double *>s, n)
 
 
-cdef inline cnp.ndarray _empty_like_arr(cnp.ndarray a, int typenum):
+# -- threads ---------------------------------------------------------------------
+# Arrays of at least _PAR_MIN elements are split into one contiguous piece per
+# thread (OpenMP). Each element is computed by the same vector code whichever
+# piece it lands in, so the result is bitwise the same for any thread count.
+# The threshold comes from bench/ (see the README): below it, waking a second
+# thread costs more than it saves.
+cdef Py_ssize_t _PAR_MIN = 1 << 15
+
+
+cdef int _default_threads() except -1:
+    import os
+    env = os.environ.get("LUCID_NUM_THREADS", "").strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise ValueError(f"LUCID_NUM_THREADS must be a positive integer, got {env!r}")
+        return n
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+cdef int _num_threads = _default_threads()
+
+
+def set_num_threads(int n):
+    """Use ``n`` threads for large element-wise kernels (1 = no threading)."""
+    global _num_threads
+    if n < 1:
+        raise ValueError(f"number of threads must be >= 1, got {n}")
+    _num_threads = n
+
+
+def get_num_threads():
+    """The number of threads large element-wise kernels use."""
+    return _num_threads
+
+
+cdef inline int _threads_for(Py_ssize_t n) noexcept nogil:
+    if _num_threads <= 1 or n < _PAR_MIN:
+        return 1
+    return _num_threads
+
+
+cdef void _map_par(const UnaryKernels *k, int num, void *y, const void *x, Py_ssize_t n,
+                   Py_ssize_t itemsize) noexcept nogil:
+    cdef int nt = _threads_for(n)
+    cdef Py_ssize_t per, c, start, nchunks
+    if nt == 1:
+        _map(k, num, y, x, n)
+        return
+    per = ((n + nt - 1) // nt + 63) // 64 * 64
+    nchunks = (n + per - 1) // per
+    for c in prange(nchunks, num_threads=nt, schedule="static"):
+        start = c * per
+        _map(k, num, <char *>y + start * itemsize, <const char *>x + start * itemsize,
+             per if n - start > per else n - start)
+
+
+cdef void _grad_par(const UnaryKernels *k, int num, void *gx, const void *g, const void *s,
+                    Py_ssize_t n, Py_ssize_t itemsize) noexcept nogil:
+    cdef int nt = _threads_for(n)
+    cdef Py_ssize_t per, c, start, nchunks
+    if nt == 1:
+        _grad_apply(k, num, gx, g, s, n)
+        return
+    per = ((n + nt - 1) // nt + 63) // 64 * 64
+    nchunks = (n + per - 1) // per
+    for c in prange(nchunks, num_threads=nt, schedule="static"):
+        start = c * per
+        _grad_apply(k, num, <char *>gx + start * itemsize, <const char *>g + start * itemsize,
+                    <const char *>s + start * itemsize, per if n - start > per else n - start)
+
+
+# Non-contiguous inputs go through in cache-sized contiguous pieces (NumPy's
+# buffered iterator), never as one full copy.
+cdef enum:
+    _PIECE = 1 << 14
+
+
+cdef cnp.ndarray _empty_like_arr(cnp.ndarray a, int typenum):
     return cnp.PyArray_EMPTY(cnp.PyArray_NDIM(a), cnp.PyArray_DIMS(a), typenum, 0)
 
 
@@ -90,16 +173,33 @@ cdef cnp.ndarray _unary_kernel(const UnaryKernels *k, cnp.ndarray a):
     cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
     if num == cnp.NPY_FLOAT16:
         return _unary_kernel(k, a.astype(np.float32)).astype(np.float16)
-    a = _contig(a)
+    if not cnp.PyArray_IS_C_CONTIGUOUS(a):
+        return _unary_kernel_strided(k, a, num)
     out = _empty_like_arr(a, num)
     cdef void *y = cnp.PyArray_DATA(out)
     cdef const void *x = cnp.PyArray_DATA(a)
+    cdef Py_ssize_t isz = cnp.PyArray_ITEMSIZE(a)
     if n < _NOGIL_MIN:
         _map(k, num, y, x, n)
     else:
         with nogil:
-            _map(k, num, y, x, n)
+            _map_par(k, num, y, x, n, isz)
     return out
+
+
+cdef cnp.ndarray _unary_kernel_strided(const UnaryKernels *k, cnp.ndarray a, int num):
+    """f(a) for a strided view, in contiguous pieces of _PIECE elements."""
+    it = np.nditer([a, None], flags=["external_loop", "buffered", "zerosize_ok"],
+                   op_flags=[["readonly", "contig"], ["writeonly", "allocate", "contig"]],
+                   order="K", buffersize=_PIECE)
+    cdef cnp.ndarray xin, yout
+    cdef Py_ssize_t isz = cnp.PyArray_ITEMSIZE(a)
+    with it:
+        for xin, yout in it:
+            with nogil:
+                _map_par(k, num, cnp.PyArray_DATA(yout), cnp.PyArray_DATA(xin),
+                         cnp.PyArray_SIZE(xin), isz)
+        return it.operands[1]
 
 
 cdef cnp.ndarray _unary_grad_kernel(const UnaryKernels *k, cnp.ndarray g, cnp.ndarray s):
@@ -113,18 +213,34 @@ cdef cnp.ndarray _unary_grad_kernel(const UnaryKernels *k, cnp.ndarray g, cnp.nd
         g = g.astype(s.dtype)
     if _shp(g) != _shp(s):
         g = np.broadcast_to(g, _shp(s))
-    g = _contig(g)
-    s = _contig(s)
+    if not (cnp.PyArray_IS_C_CONTIGUOUS(g) and cnp.PyArray_IS_C_CONTIGUOUS(s)):
+        return _unary_grad_strided(k, g, s, num)
     out = _empty_like_arr(s, num)
     cdef void *gx = cnp.PyArray_DATA(out)
     cdef const void *gp = cnp.PyArray_DATA(g)
     cdef const void *sp = cnp.PyArray_DATA(s)
+    cdef Py_ssize_t isz = cnp.PyArray_ITEMSIZE(s)
     if n < _NOGIL_MIN:
         _grad_apply(k, num, gx, gp, sp, n)
     else:
         with nogil:
-            _grad_apply(k, num, gx, gp, sp, n)
+            _grad_par(k, num, gx, gp, sp, n, isz)
     return out
+
+
+cdef cnp.ndarray _unary_grad_strided(const UnaryKernels *k, cnp.ndarray g, cnp.ndarray s, int num):
+    it = np.nditer([g, s, None], flags=["external_loop", "buffered", "zerosize_ok"],
+                   op_flags=[["readonly", "contig"], ["readonly", "contig"],
+                             ["writeonly", "allocate", "contig"]],
+                   order="K", buffersize=_PIECE)
+    cdef cnp.ndarray gin, sin, out
+    cdef Py_ssize_t isz = cnp.PyArray_ITEMSIZE(s)
+    with it:
+        for gin, sin, out in it:
+            with nogil:
+                _grad_par(k, num, cnp.PyArray_DATA(out), cnp.PyArray_DATA(gin),
+                          cnp.PyArray_DATA(sin), cnp.PyArray_SIZE(gin), isz)
+        return it.operands[2]
 
 
 cdef class UnaryBackward(Node):

@@ -3,7 +3,7 @@
  *
  * Why it is written this way (measured on x86-64 with gcc 12, glibc 2.36):
  * - Functions declared `#pragma omp declare simd notinbranch` and loops marked
- *   `#pragma omp simd`, compiled with -fopenmp-simd -fno-math-errno
+ *   `#pragma omp simd`, compiled with -fopenmp(-simd) -fno-math-errno
  *   -fno-trapping-math, make gcc call libmvec (_ZGVeN16v_expf, ...).
  *   glibc only declares those variants itself under -ffast-math, which we
  *   never use (it breaks inf/nan and sets flush-to-zero process-wide).
