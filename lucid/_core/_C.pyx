@@ -12,6 +12,9 @@ indirection. Read them in this order:
   _unary.pxi    GENERATED from optable.py: one schema, node class and function per row
   binary.pxi    add, sub, mul, div, pow, neg, and the in-place variants
   reduce.pxi    sum, mean, reshape, expand
+  shape.pxi     views, joins, indexing (__getitem__/__setitem__), gather/scatter
+  linalg.pxi    matmul, dot, outer
+  compare.pxi   comparisons, logical ops, where
   creation.pxi  zeros, ones, full, arange, rand, randn, ...
 """
 cimport numpy as cnp
@@ -33,4 +36,7 @@ include "unary.pxi"
 include "_unary.pxi"
 include "binary.pxi"
 include "reduce.pxi"
+include "shape.pxi"
+include "linalg.pxi"
+include "compare.pxi"
 include "creation.pxi"

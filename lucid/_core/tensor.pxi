@@ -264,6 +264,7 @@ cdef class Tensor:
             raise TypeError("iteration over a 0-d tensor")
         return (self[i] for i in range(_shp(self._data)[0]))
 
+    # Elementwise __eq__ makes tensors unhashable by default; hash by identity as PyTorch.
     def __hash__(self):
         return id(self)
 
@@ -449,6 +450,52 @@ cdef class Tensor:
 
     def __abs__(self):
         return abs(self)
+
+    def __invert__(self):
+        return logical_not(self) if self._dtype is bool_ else bitwise_not(self)
+
+    def __eq__(self, other):
+        return eq(self, other)
+
+    def __ne__(self, other):
+        return ne(self, other)
+
+    def __lt__(self, other):
+        return lt(self, other)
+
+    def __le__(self, other):
+        return le(self, other)
+
+    def __gt__(self, other):
+        return gt(self, other)
+
+    def __ge__(self, other):
+        return ge(self, other)
+
+    def __and__(self, other):
+        return logical_and(self, other)
+
+    def __or__(self, other):
+        return logical_or(self, other)
+
+    def __xor__(self, other):
+        return logical_xor(self, other)
+
+    def __getitem__(self, index):
+        return _getitem(self, index)
+
+    def __setitem__(self, index, value):
+        _setitem(self, index, value)
+
+    def __matmul__(self, other):
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return matmul(other, self)
+
+    @property
+    def T(self):
+        return _reverse_dims(self)
 
     # The element-wise unary ops (x.exp(), x.erf(), ...) are installed as methods by
     # the generated _unary.pxi, one per row of optable.py.
