@@ -7,6 +7,17 @@ cdef enum:
     _OP_MUL = 2
     _OP_DIV = 3
     _OP_POW = 4
+    _OP_MAXIMUM = 5
+    _OP_MINIMUM = 6
+    _OP_ATAN2 = 7
+    _OP_HYPOT = 8
+    _OP_LOGADDEXP = 9
+    _OP_FMOD = 10
+    _OP_REMAINDER = 11
+
+# Forward ufunc of the ops from _OP_MAXIMUM on (indexed by op - _OP_MAXIMUM).
+_EXTRA_UFUNCS = (np.maximum, np.minimum, np.arctan2, np.hypot, np.logaddexp, np.fmod,
+                 np.remainder)
 
 cdef enum:
     _IP_ADD = 0
@@ -323,8 +334,8 @@ cdef object _binary(object a, object b, int op, object alpha):
     if ta is None and tb is None:
         raise TypeError("expected at least one Tensor operand")
     cdef int code = _result_code(ta, sa, tb, sb)
-    if op == _OP_DIV and code < DT_FLOAT16:
-        code = DT_FLOAT32          # true division of integers gives the default float
+    if (op == _OP_DIV or _OP_ATAN2 <= op <= _OP_LOGADDEXP) and code < DT_FLOAT16:
+        code = DT_FLOAT32          # true division (and atan2, ...) of integers gives the default float
     cdef DType dt = <DType>_DTYPES[code]
     xa = _operand(ta, sa, dt)
     xb = _operand(tb, sb, dt)
@@ -338,10 +349,20 @@ cdef object _binary(object a, object b, int op, object alpha):
             r = xa - xb if alpha == 1 else xa - xb * dt.numpy_dtype.type(alpha)
         elif op == _OP_MUL:
             r = xa * xb
+        elif op == _OP_MAXIMUM or op == _OP_MINIMUM:
+            r = _EXTRA_UFUNCS[op - _OP_MAXIMUM](xa, xb)
         else:
+            if (op == _OP_FMOD or op == _OP_REMAINDER) and code < DT_FLOAT16 and np.any(np.asarray(xb) == 0):
+                raise ZeroDivisionError("integer division by zero in " +
+                                        ("fmod" if op == _OP_FMOD else "remainder"))
             # x/0 and (-1)**0.5 are IEEE results (inf, nan), not warnings, as in PyTorch.
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                r = np.true_divide(xa, xb) if op == _OP_DIV else np.power(xa, xb)
+                if op == _OP_DIV:
+                    r = np.true_divide(xa, xb)
+                elif op == _OP_POW:
+                    r = np.power(xa, xb)
+                else:
+                    r = _EXTRA_UFUNCS[op - _OP_MAXIMUM](xa, xb)
     except ValueError as e:
         if "broadcast" in str(e):
             raise _broadcast_error(ta, tb, e) from None
@@ -369,8 +390,11 @@ cdef void _record_binary(Tensor out, int op, Tensor ta, object sa, Tensor tb, ob
         node = MulBackward.__new__(MulBackward)
     elif op == _OP_DIV:
         node = DivBackward.__new__(DivBackward)
-    else:
+    elif op == _OP_POW:
         node = PowBackward.__new__(PowBackward)
+    else:
+        node = <BinaryBackward>(<PyTypeObject *>_EXTRA_NODES[op - _OP_MAXIMUM]).tp_new(
+            _EXTRA_NODES[op - _OP_MAXIMUM], <PyObject *>_EMPTY, NULL)
     cdef bint need_a = ta is not None and ta._requires_grad
     cdef bint need_b = tb is not None and tb._requires_grad
     node._next = (_edge(ta) if ta is not None else _NO_EDGE,
@@ -401,7 +425,184 @@ cdef void _record_binary(Tensor out, int op, Tensor ta, object sa, Tensor tb, ob
             node._saved_b = _save(tb, False)
         if need_b:
             (<PowBackward>node)._saved_out = _save(out, True)
+    elif op >= _OP_MAXIMUM:
+        if ta is not None:
+            node._saved_a = _save(ta, False)
+        if tb is not None:
+            node._saved_b = _save(tb, False)
+        if op == _OP_HYPOT or op == _OP_LOGADDEXP:
+            (<OutBinaryBackward>node)._saved_out = _save(out, True)
     _set_history(out, node)
+
+
+# -- maximum, minimum, atan2, hypot, logaddexp, fmod, remainder ------------------
+
+cdef class MaximumBackward(BinaryBackward):
+    """Backward of maximum: g goes to the larger input; ties split it evenly (as PyTorch)."""
+    schema_v1 = _register("maximum", "Promote", 2, saves_input=True)
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        a, b = self._arr(0), self._arr(1)
+        half = np.where(np.equal(a, b), g * g.dtype.type(0.5), g)
+        return self._finish_eager(np.where(np.less(a, b), 0, half) if self._wants(0) else None,
+                                  np.where(np.greater(a, b), 0, half) if self._wants(1) else None)
+
+    def grad_formula_impl(self, g, a, b):
+        half = where(eq(a, b), g * 0.5, g)
+        return (where(lt(a, b), 0.0, half) if self._wants(0) else None,
+                where(gt(a, b), 0.0, half) if self._wants(1) else None)
+
+
+cdef class MinimumBackward(BinaryBackward):
+    """Backward of minimum: g goes to the smaller input; ties split it evenly."""
+    schema_v1 = _register("minimum", "Promote", 2, saves_input=True)
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        a, b = self._arr(0), self._arr(1)
+        half = np.where(np.equal(a, b), g * g.dtype.type(0.5), g)
+        return self._finish_eager(np.where(np.greater(a, b), 0, half) if self._wants(0) else None,
+                                  np.where(np.less(a, b), 0, half) if self._wants(1) else None)
+
+    def grad_formula_impl(self, g, a, b):
+        half = where(eq(a, b), g * 0.5, g)
+        return (where(gt(a, b), 0.0, half) if self._wants(0) else None,
+                where(lt(a, b), 0.0, half) if self._wants(1) else None)
+
+
+cdef class Atan2Backward(BinaryBackward):
+    """Backward of atan2(a, b): grad_a = g b / (a^2 + b^2), grad_b = -g a / (a^2 + b^2)."""
+    schema_v1 = _register("atan2", "Promote", 2, saves_input=True)
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        a, b = self._arr(0), self._arr(1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = g / (a * a + b * b)
+            return self._finish_eager(r * b if self._wants(0) else None,
+                                      -r * a if self._wants(1) else None)
+
+    def grad_formula_impl(self, g, a, b):
+        r = g / (a * a + b * b)
+        return (r * b if self._wants(0) else None, -r * a if self._wants(1) else None)
+
+
+cdef class OutBinaryBackward(BinaryBackward):
+    """A binary node whose formula also reads the output."""
+    cdef SavedTensor _saved_out
+
+    cdef list _saved_list(self):
+        return [s for s in (self._saved_a, self._saved_b, self._saved_out) if s is not None]
+
+    cdef void _release(self):
+        BinaryBackward._release(self)
+        if self._saved_out is not None:
+            self._saved_out.release()
+
+    cdef tuple _graph(self, Tensor g):
+        ga, gb = self.grad_formula_impl(g, self._ten(0), self._ten(1), self._saved_out.unpack(self))
+        if ga is not None:
+            ga = to_dtype(_sum_to_t(_as_tensor(ga), self._shape_a), self._dt_a, False)
+        if gb is not None:
+            gb = to_dtype(_sum_to_t(_as_tensor(gb), self._shape_b), self._dt_b, False)
+        return (ga, gb)
+
+
+cdef class HypotBackward(OutBinaryBackward):
+    """Backward of hypot(a, b): grad_a = g a / out, grad_b = g b / out."""
+    schema_v1 = _register("hypot", "Promote", 2, saves_input=True, saves_output=True)
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        out = self._saved_out.data(self)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = g / out
+            return self._finish_eager(r * self._arr(0) if self._wants(0) else None,
+                                      r * self._arr(1) if self._wants(1) else None)
+
+    def grad_formula_impl(self, g, a, b, out):
+        r = g / out
+        return (r * a if self._wants(0) else None, r * b if self._wants(1) else None)
+
+
+cdef class LogaddexpBackward(OutBinaryBackward):
+    """Backward of logaddexp(a, b) = log(e^a + e^b): grad_a = g e^(a - out), grad_b = g e^(b - out)."""
+    schema_v1 = _register("logaddexp", "Promote", 2, saves_input=True, saves_output=True)
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        out = self._saved_out.data(self)
+        with np.errstate(invalid="ignore", over="ignore"):
+            return self._finish_eager(
+                g * np.exp(self._arr(0) - out) if self._wants(0) else None,
+                g * np.exp(self._arr(1) - out) if self._wants(1) else None)
+
+    def grad_formula_impl(self, g, a, b, out):
+        return (g * exp(a - out) if self._wants(0) else None,
+                g * exp(b - out) if self._wants(1) else None)
+
+
+cdef class FmodBackward(BinaryBackward):
+    """Backward of fmod(a, b) = a - trunc(a / b) b: grad_a = g, grad_b = -g trunc(a / b)."""
+    schema_v1 = _register("fmod", "Promote", 2, saves_input=True)
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self._finish_eager(
+                g if self._wants(0) else None,
+                -g * np.trunc(np.true_divide(self._arr(0), self._arr(1))) if self._wants(1) else None)
+
+    def grad_formula_impl(self, g, a, b):
+        return (g if self._wants(0) else None, -g * trunc(a / b) if self._wants(1) else None)
+
+
+cdef class RemainderBackward(BinaryBackward):
+    """Backward of remainder(a, b) = a - floor(a / b) b: grad_a = g, grad_b = -g floor(a / b)."""
+    schema_v1 = _register("remainder", "Promote", 2, saves_input=True)
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self._finish_eager(
+                g if self._wants(0) else None,
+                -g * np.floor(np.true_divide(self._arr(0), self._arr(1))) if self._wants(1) else None)
+
+    def grad_formula_impl(self, g, a, b):
+        return (g if self._wants(0) else None, -g * floor(a / b) if self._wants(1) else None)
+
+
+_EXTRA_NODES = (MaximumBackward, MinimumBackward, Atan2Backward, HypotBackward,
+                LogaddexpBackward, FmodBackward, RemainderBackward)
+
+
+def maximum(input, other):
+    """Element-wise maximum (nan if either is nan); ties split the gradient evenly."""
+    return _binary(input, other, _OP_MAXIMUM, 1)
+
+
+def minimum(input, other):
+    """Element-wise minimum (nan if either is nan); ties split the gradient evenly."""
+    return _binary(input, other, _OP_MINIMUM, 1)
+
+
+def atan2(input, other):
+    """Angle of the point (other, input): atan(input / other) in the right quadrant."""
+    return _binary(input, other, _OP_ATAN2, 1)
+
+
+def hypot(input, other):
+    """sqrt(input**2 + other**2) without overflow."""
+    return _binary(input, other, _OP_HYPOT, 1)
+
+
+def logaddexp(input, other):
+    """log(exp(input) + exp(other)), stable for large arguments."""
+    return _binary(input, other, _OP_LOGADDEXP, 1)
+
+
+def fmod(input, other):
+    """C fmod: the remainder has the sign of the dividend."""
+    return _binary(input, other, _OP_FMOD, 1)
+
+
+def remainder(input, other):
+    """Python's %: the remainder has the sign of the divisor."""
+    return _binary(input, other, _OP_REMAINDER, 1)
 
 
 def add(input, other, *, alpha=1):

@@ -378,6 +378,12 @@ cdef class Tensor:
             return NotImplemented
         return pow(other, self)
 
+    def __mod__(self, other):
+        return remainder(self, other)
+
+    def __rmod__(self, other):
+        return remainder(other, self)
+
     def __iadd__(self, other):
         return _inplace(self, other, _IP_ADD)
 

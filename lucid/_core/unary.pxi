@@ -162,7 +162,13 @@ cdef enum:
     _PIECE = 1 << 14
 
 
-cdef cnp.ndarray _empty_like_arr(cnp.ndarray a, int typenum):
+cdef cnp.ndarray _to_half(cnp.ndarray a):
+    """float32 -> float16; overflow to inf is the IEEE result, not a warning."""
+    with np.errstate(over="ignore"):
+        return a.astype(np.float16)
+
+
+cdef inline cnp.ndarray _empty_like_arr(cnp.ndarray a, int typenum):
     return cnp.PyArray_EMPTY(cnp.PyArray_NDIM(a), cnp.PyArray_DIMS(a), typenum, 0)
 
 
@@ -172,7 +178,7 @@ cdef cnp.ndarray _unary_kernel(const UnaryKernels *k, cnp.ndarray a):
     cdef cnp.ndarray out
     cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
     if num == cnp.NPY_FLOAT16:
-        return _unary_kernel(k, a.astype(np.float32)).astype(np.float16)
+        return _to_half(_unary_kernel(k, a.astype(np.float32)))
     if not cnp.PyArray_IS_C_CONTIGUOUS(a):
         return _unary_kernel_strided(k, a, num)
     out = _empty_like_arr(a, num)
@@ -208,7 +214,7 @@ cdef cnp.ndarray _unary_grad_kernel(const UnaryKernels *k, cnp.ndarray g, cnp.nd
     cdef cnp.ndarray out
     cdef Py_ssize_t n = cnp.PyArray_SIZE(s)
     if num == cnp.NPY_FLOAT16:
-        return _unary_grad_kernel(k, g.astype(np.float32), s.astype(np.float32)).astype(np.float16)
+        return _to_half(_unary_grad_kernel(k, g.astype(np.float32), s.astype(np.float32)))
     if cnp.PyArray_TYPE(g) != num:
         g = g.astype(s.dtype)
     if _shp(g) != _shp(s):

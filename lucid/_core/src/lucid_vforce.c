@@ -85,7 +85,8 @@ LV_FN(sign, return (T)(x > 0) - (T)(x < 0);)
 /* One exp, no overflow: t = e^-|x| in (0, 1]. */
 LV_FN(sigmoid, T t = EXP(-fabs(x)); T r = (T)1 / ((T)1 + t); return x >= 0 ? r : t * r;)
 LV_FN(softplus, return (x > 0 ? x : (T)0) + LV_GENERIC(EXP(-fabs(x)), log1pf, log1p);)
-LV_FN(silu, return x * lv_sigmoid_g(x);)
+/* silu(-inf) is the limit -0, not -inf * 0. */
+LV_FN(silu, T r = x * lv_sigmoid_g(x); return x == -(T)INFINITY ? -(T)0 : r;)
 
 /* Exact GELU, x/2 * erfc(-x/sqrt2). The product x * (1/sqrt2) is carried to double
  * length (fma + the constant's low part), and the rounding it leaves is applied
@@ -96,7 +97,9 @@ static inline double lv_gelu(double x)
     const double c = 0.7071067811865476, c_lo = -4.8336466567264565e-17;
     double p = x * c;
     double e = fma(x, c, -p) + x * c_lo;
-    return 0.5 * x * (erfc(-p) + e * 1.1283791670955126 * exp(-p * p));
+    e = isfinite(p) ? e : 0.0;
+    double r = 0.5 * x * (erfc(-p) + e * 1.1283791670955126 * exp(-p * p));
+    return x == -INFINITY ? -0.0 : r;     /* the limit, not -inf * 0 */
 }
 static inline float lv_geluf(float x) { return (float)lv_gelu((double)x); }
 
