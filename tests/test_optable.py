@@ -235,7 +235,8 @@ def test_forward_vs_mpmath(row, dt):
     got = to_np(y)
     d = ulp_distance(got, want)
     MAX_ULP_SEEN[(row["name"], dt)] = float(d.max())
-    assert_ulp(got, want, MAX_ULP, x=x, what="%s %s vs mpmath" % (row["name"], dt))
+    limit = row.get("max_ulp", {}).get(dt, MAX_ULP)   # a documented limitation lives in the row
+    assert_ulp(got, want, limit, x=x, what="%s %s vs mpmath" % (row["name"], dt))
 
 
 @pytest.mark.parametrize("row,dt", cases("ref"))

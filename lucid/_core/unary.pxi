@@ -346,6 +346,8 @@ cdef class ToBackward(Node):
     cdef DType _src
 
     cdef tuple _eager(self, cnp.ndarray g):
+        if self._src is float16:
+            return (_to_half(g),)
         return (g.astype(self._src.numpy_dtype),)
 
     cdef tuple _graph(self, Tensor g):
@@ -359,7 +361,7 @@ cdef Tensor to_dtype(Tensor x, DType dt, bint copy):
     """``x`` converted to ``dt`` (differentiable between floating dtypes)."""
     if x._dtype is dt and not copy:
         return x
-    cdef Tensor y = _wrap(x._data.astype(dt.numpy_dtype), dt)
+    cdef Tensor y = _wrap(_to_half(x._data) if dt is float16 else x._data.astype(dt.numpy_dtype), dt)
     cdef ToBackward node
     if lucid_grad_enabled and x._requires_grad and dt.is_floating_point:
         node = ToBackward.__new__(ToBackward)

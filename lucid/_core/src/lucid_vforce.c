@@ -69,6 +69,9 @@ LV_SIMD_PAIR(cbrt)
 #define ERFC(v) LV_GENERIC(v, erfcf, erfc)
 #define SIGN(v) LV_GENERIC(v, lv_signf, lv_sign)
 #define lv_sigmoid_g(v) LV_GENERIC(v, lv_sigmoidf, lv_sigmoid)
+#define lv_softplus_g(v) LV_GENERIC(v, lv_softplusf, lv_softplus)
+#define lv_mish_grad_g(v) LV_GENERIC(v, lv_mish_gradf, lv_mish_grad)
+#define lv_gelu_tanh_grad_g(v) LV_GENERIC(v, lv_gelu_tanh_gradf, lv_gelu_tanh_grad)
 
 /* lucid's own element-wise functions: forward kernels for rows whose function is
  * not in libm. Each is written once for a type T and instantiated for float and
@@ -87,6 +90,33 @@ LV_FN(sigmoid, T t = EXP(-fabs(x)); T r = (T)1 / ((T)1 + t); return x >= 0 ? r :
 LV_FN(softplus, return (x > 0 ? x : (T)0) + LV_GENERIC(EXP(-fabs(x)), log1pf, log1p);)
 /* silu(-inf) is the limit -0, not -inf * 0. */
 LV_FN(silu, T r = x * lv_sigmoid_g(x); return x == -(T)INFINITY ? -(T)0 : r;)
+
+/* Activations. Kinks follow PyTorch: relu'(0) = 0, and nan passes through. */
+LV_FN(relu, return x < 0 ? (T)0 : x;)
+LV_FN(relu6, return x < 0 ? (T)0 : (x > 6 ? (T)6 : x);)
+LV_FN(selu, return (T)1.0507009873554805 * (x > 0 ? x : (T)1.6732632423543772 * LV_GENERIC(x, expm1f, expm1));)
+/* (x + 3) / 6 rather than x / 6 + 0.5: near -3 the sum is exact, so one rounding. */
+LV_FN(hardsigmoid, return x <= -3 ? (T)0 : (x >= 3 ? (T)1 : (x + 3) / 6);)
+LV_FN(hardswish, return x <= -3 ? -(T)0 : (x >= 3 ? x : x * (x + 3) / 6);)
+LV_FN(mish, T t = LV_GENERIC(lv_softplus_g(x), tanhf, tanh); return x == -(T)INFINITY ? -(T)0 : x * t;)
+/* d/dx mish = tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softplus(x) */
+LV_FN(mish_grad, T t = LV_GENERIC(lv_softplus_g(x), tanhf, tanh);
+      return x == -(T)INFINITY ? (T)0 : t + x * lv_sigmoid_g(x) * ((T)1 - t * t);)
+/* GELU, tanh approximation: x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
+ * evaluated as x sigmoid(2u), which does not cancel in the negative tail. */
+static inline double lv_gelu_tanh(double x)
+{
+    double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+    double r = x * lv_sigmoid(2 * u);
+    return x == -INFINITY ? -0.0 : r;
+}
+/* float32 through double: the tail amplifies the cubic's rounding by |2u|. */
+static inline float lv_gelu_tanhf(float x) { return (float)lv_gelu_tanh((double)x); }
+/* d/dx = s + 2 x s (1 - s) u', s = sigmoid(2u), u' = sqrt(2/pi) (1 + 0.134145 x^2) */
+LV_FN(gelu_tanh_grad, T u = (T)0.7978845608028654 * (x + (T)0.044715 * x * x * x);
+      T s = lv_sigmoid_g(2 * u);
+      T r = s + 2 * x * s * ((T)1 - s) * (T)0.7978845608028654 * ((T)1 + (T)0.134145 * x * x);
+      return x == -(T)INFINITY ? (T)0 : (x == (T)INFINITY ? (T)1 : r);)
 
 /* Exact GELU, x/2 * erfc(-x/sqrt2). The product x * (1/sqrt2) is carried to double
  * length (fma + the constant's low part), and the rounding it leaves is applied
