@@ -632,3 +632,14 @@ def test_iteration_and_zero_dim_cases():
     assert lucid.flatten(s).shape == (1,)
     assert s.squeeze().shape == () and s.unsqueeze(0).shape == (1,)
     assert s.T.shape == ()
+
+
+def test_view_registry_does_not_leak():
+    from lucid._core import _C
+    base = _C._autograd_view_count()
+    x = T(rnd(3, 4), rg=True)
+    y = x * 1.0
+    vs = [y[i] for i in range(3)] + [y.T, y.unsqueeze(0), y.transpose(0, 1)]
+    assert _C._autograd_view_count() == base + 6
+    del vs
+    assert _C._autograd_view_count() == base

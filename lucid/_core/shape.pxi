@@ -97,6 +97,11 @@ cdef void _invalidate_views(Tensor t, object region) except *:
             w._output_nr = 0
 
 
+def _autograd_view_count():
+    """How many views with autograd history are alive (for tests: the registry must not leak)."""
+    return _bi.sum(len(d) for d in _AUTOGRAD_VIEWS.values())
+
+
 def _views_modified(Tensor t):
     """Hook for in-place ops: t's whole storage was overwritten."""
     _invalidate_views(t, t._data)
