@@ -22,9 +22,44 @@ from lucid._core._C import (
     sum,
 )
 
+# Shape, indexing and linear-algebra ops (shape.pxi, linalg.pxi).
+from lucid._core._C import (  # noqa: E402
+    cat,
+    chunk,
+    concat,
+    dot,
+    flatten,
+    flip,
+    gather,
+    index_put_,
+    index_select,
+    inner,
+    matmul,
+    narrow,
+    outer,
+    pad,
+    permute,
+    repeat,
+    roll,
+    scatter_add,
+    split,
+    squeeze,
+    stack,
+    tile,
+    transpose,
+    unsqueeze,
+)
+
 globals().update({name: getattr(_C, name) for name in UNARY_OP_NAMES})
 
 __all__ = [
     "add", "broadcast_to", "clone", "div", "expand", "mean", "mul", "neg", "pow", "reshape",
     "sub", "sum",
 ] + list(UNARY_OP_NAMES)
+
+_SHAPE_OPS = [
+    "cat", "chunk", "concat", "dot", "flatten", "flip", "gather", "index_put_", "index_select",
+    "inner", "matmul", "narrow", "outer", "pad", "permute", "repeat", "roll", "scatter_add",
+    "split", "squeeze", "stack", "tile", "transpose", "unsqueeze",
+]
+__all__ += _SHAPE_OPS

@@ -1,13 +1,1341 @@
 # Shape and indexing ops: views, joins, __getitem__ / __setitem__, gather / scatter.
+#
+# Views (basic indexing, squeeze, unsqueeze, transpose, permute, narrow/split/chunk)
+# share memory and the version counter with their input. Autograd cannot follow an
+# in-place write through a view back to its base (no CopySlices / view rebasing yet),
+# so the cases that would give a wrong gradient raise instead:
+#   * x[i] = v where x is a view with history (or v needs grad and x is a view);
+#   * a write into x's memory (x[i] = v) that overwrites part of a view of x taken
+#     earlier with history: that view's grad_fn is replaced by ViewModifiedBackward,
+#     which raises if a gradient ever reaches it (uses of the view before the write
+#     keep their correct edges).
+
+import builtins as _bi
+import functools as _functools
+import operator as _operator
+import weakref as _weakref
 
 
-def _getitem(Tensor self, index):
-    raise NotImplementedError("indexing is not implemented yet")
+# -- view bookkeeping -------------------------------------------------------------
+
+cdef dict _AUTOGRAD_VIEWS = {}   # id(version counter) -> {id(weakref): weakref(view with history)}
 
 
-def _setitem(Tensor self, index, value):
-    raise NotImplementedError("index assignment is not implemented yet")
+def _forget_view(ref, key):
+    d = _AUTOGRAD_VIEWS.get(key)
+    if d is not None:
+        d.pop(id(ref), None)
+        if not d:
+            del _AUTOGRAD_VIEWS[key]
+
+
+cdef inline Tensor _view(Tensor x, object arr):
+    """A tensor around ``arr`` (a view of x's storage) sharing x's version counter."""
+    cdef Tensor y = _wrap(<cnp.ndarray>arr, x._dtype)
+    y._vc = x._get_vc()
+    return y
+
+
+cdef void _record_view(Tensor y, Node node) except *:
+    """Give a view its history and remember it, so a later write to its memory can
+    invalidate that history."""
+    _set_history(y, node)
+    key = id(y._vc)
+    d = _AUTOGRAD_VIEWS.get(key)
+    if d is None:
+        d = {}
+        _AUTOGRAD_VIEWS[key] = d
+    r = _weakref.ref(y, _functools.partial(_forget_view, key=key))
+    d[id(r)] = r
+
+
+cdef class ViewModifiedBackward(Node):
+    """grad_fn of a view whose memory was overwritten through another tensor after the
+    view was taken: autograd can't express that, so backward through it raises."""
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        raise LucidError(_VIEW_MODIFIED_MSG)
+
+    cdef tuple _graph(self, Tensor g):
+        raise LucidError(_VIEW_MODIFIED_MSG)
+
+
+_VIEW_MODIFIED_MSG = (
+    "a view (e.g. x[0], x.T, x.squeeze()) was used after its memory was modified in place "
+    "through another tensor sharing it (e.g. x[0] = ...); lucid can't compute this gradient. "
+    "clone() the view before modifying its base, or modify it before taking the view.")
+
+
+cdef bint _overlaps(object a, object b):
+    try:
+        return bool(np.shares_memory(a, b, max_work=2000))
+    except Exception:          # TooHardError: assume they overlap
+        return True
+
+
+cdef void _invalidate_views(Tensor t, object region) except *:
+    """``region`` (an ndarray inside t's storage) was just overwritten: views of it taken
+    earlier with autograd history are now stale."""
+    cdef Tensor w
+    cdef ViewModifiedBackward node
+    if t._vc is None or not _AUTOGRAD_VIEWS:
+        return
+    d = _AUTOGRAD_VIEWS.get(id(t._vc))
+    if not d:
+        return
+    for r in list(d.values()):
+        o = r()
+        if o is None or o is t:
+            continue
+        w = <Tensor>o
+        if w._grad_fn is None or type(w._grad_fn) is ViewModifiedBackward:
+            continue
+        if _overlaps(w._data, region):
+            node = ViewModifiedBackward.__new__(ViewModifiedBackward)
+            node._next = ()
+            w._grad_fn = node
+            w._output_nr = 0
+
+
+def _autograd_view_count():
+    """How many views with autograd history are alive (for tests: the registry must not leak)."""
+    return _bi.sum(len(d) for d in _AUTOGRAD_VIEWS.values())
+
+
+def _views_modified(Tensor t):
+    """Hook for in-place ops: t's whole storage was overwritten."""
+    _invalidate_views(t, t._data)
+
+
+# -- small helpers --------------------------------------------------------------------
+
+cdef inline DType _dt_of_code(int code):
+    return <DType>_DTYPES[code]
+
+
+cdef inline object _cast_arr(object a, DType dt):
+    if (<cnp.ndarray>a).dtype != dt.numpy_dtype:
+        return (<cnp.ndarray>a).astype(dt.numpy_dtype)
+    return a
+
+
+cdef inline object _cast_t(object t, DType dt):
+    if (<Tensor>t)._dtype is not dt:
+        return to_dtype(<Tensor>t, dt, False)
+    return t
+
+
+cdef Tensor _zeros_t(tuple shape, DType dt):
+    return _wrap(np.zeros(shape, dtype=dt.numpy_dtype), dt)
+
+
+cdef cnp.ndarray _sum_to_shape(object g, tuple shape):
+    """Sum a gradient back to ``shape`` (numpy broadcasting also allows ``shape`` to have
+    more leading 1s than ``g`` has dims)."""
+    cdef int lead = len(shape) - (<cnp.ndarray>g).ndim
+    if lead > 0:
+        g = (<cnp.ndarray>g).reshape((1,) * lead + _shp(<cnp.ndarray>g))
+    return _sum_to(_as_ndarray(g), shape)
+
+
+cdef Tensor _sum_to_shape_t(Tensor g, tuple shape):
+    cdef int lead = len(shape) - cnp.PyArray_NDIM(g._data)
+    if lead > 0:
+        g = reshape(g, (1,) * lead + _shp(g._data))
+    return _sum_to_t(g, shape)
+
+
+cdef tuple _int_tuple(object v, str what):
+    """An int or a sequence of ints -> tuple of Python ints (TypeError otherwise)."""
+    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+        return (int(v),)
+    if isinstance(v, Tensor) and cnp.PyArray_NDIM((<Tensor>v)._data) == 0:
+        return (_operator.index(v),)
+    try:
+        it = iter(v)
+    except TypeError:
+        raise TypeError(f"{what} must be an int or a sequence of ints, got {type(v).__name__}") from None
+    out = []
+    for s in it:
+        if isinstance(s, (bool, np.bool_)):
+            raise TypeError(f"{what} must be ints, got {s!r}")
+        out.append(_operator.index(s))
+    return tuple(out)
+
+
+cdef tuple _dim_list(object dims, int ndim, str op):
+    """dims (int or sequence) -> tuple of normalized, distinct dims."""
+    cdef tuple raw = _int_tuple(dims, "dims")
+    out = []
+    for d in raw:
+        nd = _norm_dim(d, ndim)
+        if nd in out:
+            raise ShapeError(f"{op}(): dim {nd} appears multiple times in the list of dims")
+        out.append(nd)
+    return tuple(out)
+
+
+# -- flatten / squeeze / unsqueeze -----------------------------------------------------
+
+def flatten(input, start_dim=0, end_dim=-1):
+    """Flatten dims start_dim..end_dim into one (a view when possible)."""
+    cdef Tensor x = _as_tensor(input)
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    if nd == 0:
+        _norm_dim(start_dim, 0)
+        _norm_dim(end_dim, 0)
+        return reshape(x, (1,))
+    cdef int s = _norm_dim(start_dim, nd)
+    cdef int e = _norm_dim(end_dim, nd)
+    if s > e:
+        raise ShapeError(f"flatten() has invalid args: start_dim ({start_dim}) cannot come "
+                         f"after end_dim ({end_dim})")
+    if s == e:
+        return x
+    shape = _shp(x._data)
+    n = 1
+    for i in range(s, e + 1):
+        n *= shape[i]
+    return reshape(x, shape[:s] + (n,) + shape[e + 1:])
+
+
+cdef class SqueezeBackward(Node):
+    """Backward of squeeze: the gradient reshaped back to the input's shape."""
+    schema_v1 = _register("squeeze", "KeepInput", 1)
+    cdef tuple _in_shape
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        return (g.reshape(self._in_shape),)
+
+    cdef tuple _graph(self, Tensor g):
+        return (self.grad_formula_impl(g),)
+
+    def grad_formula_impl(self, g):
+        return reshape(g, self._in_shape)
+
+
+def squeeze(input, dim=None):
+    """Remove size-1 dims (all of them, or those in ``dim`` that have size 1). A view."""
+    cdef Tensor x = _as_tensor(input)
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    shape = _shp(x._data)
+    if dim is None:
+        axes = tuple(i for i in range(nd) if shape[i] == 1)
+    else:
+        axes = _dim_list(dim, nd, "squeeze")
+        axes = tuple(a for a in axes if nd > 0 and shape[a] == 1)
+    cdef Tensor y = _view(x, np.squeeze(x._data, axis=axes))
+    cdef SqueezeBackward node
+    if lucid_grad_enabled and x._requires_grad:
+        node = SqueezeBackward.__new__(SqueezeBackward)
+        node._next = (_edge(x),)
+        node._in_shape = shape
+        _record_view(y, node)
+    return y
+
+
+cdef class UnsqueezeBackward(Node):
+    """Backward of unsqueeze: the inserted dim squeezed out of the gradient."""
+    schema_v1 = _register("unsqueeze", "KeepInput", 1)
+    cdef tuple _in_shape
+    cdef int _dim
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        return (g.reshape(self._in_shape),)
+
+    cdef tuple _graph(self, Tensor g):
+        return (self.grad_formula_impl(g),)
+
+    def grad_formula_impl(self, g):
+        return squeeze(g, self._dim)
+
+
+def unsqueeze(input, dim):
+    """Insert a size-1 dim at ``dim`` (in [-ndim-1, ndim]). A view."""
+    cdef Tensor x = _as_tensor(input)
+    cdef int d = _norm_dim(dim, cnp.PyArray_NDIM(x._data) + 1)
+    cdef Tensor y = _view(x, np.expand_dims(x._data, d))
+    cdef UnsqueezeBackward node
+    if lucid_grad_enabled and x._requires_grad:
+        node = UnsqueezeBackward.__new__(UnsqueezeBackward)
+        node._next = (_edge(x),)
+        node._in_shape = _shp(x._data)
+        node._dim = d
+        _record_view(y, node)
+    return y
+
+
+# -- transpose / permute ----------------------------------------------------------------
+
+cdef class TransposeBackward(Node):
+    """Backward of transpose: the gradient with the same two dims swapped back."""
+    schema_v1 = _register("transpose", "KeepInput", 1)
+    cdef int _d0, _d1
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        if g.ndim == 0:
+            return (g,)
+        return (np.swapaxes(g, self._d0, self._d1),)
+
+    cdef tuple _graph(self, Tensor g):
+        return (self.grad_formula_impl(g),)
+
+    def grad_formula_impl(self, g):
+        return transpose(g, self._d0, self._d1)
+
+
+def transpose(input, dim0, dim1):
+    """Swap dims dim0 and dim1. A view."""
+    cdef Tensor x = _as_tensor(input)
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    cdef int d0 = _norm_dim(dim0, nd)
+    cdef int d1 = _norm_dim(dim1, nd)
+    cdef Tensor y = _view(x, np.swapaxes(x._data, d0, d1) if nd > 0 else x._data.view())
+    cdef TransposeBackward node
+    if lucid_grad_enabled and x._requires_grad:
+        node = TransposeBackward.__new__(TransposeBackward)
+        node._next = (_edge(x),)
+        node._d0 = d0
+        node._d1 = d1
+        _record_view(y, node)
+    return y
+
+
+cdef class PermuteBackward(Node):
+    """Backward of permute: the gradient permuted by the inverse permutation."""
+    schema_v1 = _register("permute", "KeepInput", 1)
+    cdef tuple _inv
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        return (g.transpose(self._inv),)
+
+    cdef tuple _graph(self, Tensor g):
+        return (self.grad_formula_impl(g),)
+
+    def grad_formula_impl(self, g):
+        return permute(g, self._inv)
+
+
+cdef Tensor _permute(Tensor x, tuple perm):
+    cdef Tensor y = _view(x, x._data.transpose(perm))
+    cdef PermuteBackward node
+    if lucid_grad_enabled and x._requires_grad:
+        node = PermuteBackward.__new__(PermuteBackward)
+        node._next = (_edge(x),)
+        inv = [0] * len(perm)
+        for i in range(len(perm)):
+            inv[perm[i]] = i
+        node._inv = tuple(inv)
+        _record_view(y, node)
+    return y
+
+
+def permute(input, *dims):
+    """Reorder the dims: ``permute(x, 2, 0, 1)`` or ``permute(x, (2, 0, 1))``. A view."""
+    cdef Tensor x = _as_tensor(input)
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    if len(dims) == 0:
+        raise TypeError("permute() missing required argument 'dims'")
+    if len(dims) == 1 and not isinstance(dims[0], (int, np.integer)):
+        dims = tuple(dims[0])
+    perm = []
+    for d in dims:
+        if isinstance(d, (bool, np.bool_)):
+            raise TypeError(f"permute(): dims must be ints, got {d!r}")
+        perm.append(_norm_dim(d, nd))
+    if len(perm) != nd:
+        raise ShapeError(f"permute(): number of dims don't match: the input has {nd} dims "
+                         f"but {len(perm)} were given")
+    if len(set(perm)) != len(perm):
+        raise ShapeError(f"permute(): repeated dim in {tuple(dims)}")
+    return _permute(x, tuple(perm))
 
 
 def _reverse_dims(Tensor self):
-    raise NotImplementedError(".T is not implemented yet")
+    """``x.T``: all dims reversed (as NumPy's .T). A view."""
+    cdef int nd = cnp.PyArray_NDIM(self._data)
+    return _permute(self, tuple(range(nd - 1, -1, -1)))
+
+
+# -- cat / stack --------------------------------------------------------------------------
+
+cdef list _tensor_list(object tensors, str op):
+    if isinstance(tensors, Tensor):
+        raise TypeError(f"{op}() expects a sequence of tensors, got a single Tensor")
+    try:
+        ts = [_as_tensor(t) for t in tensors]
+    except TypeError:
+        raise TypeError(f"{op}() expects a sequence of tensors, got {type(tensors).__name__}") from None
+    if not ts:
+        raise ShapeError(f"{op}() expects a non-empty sequence of tensors")
+    return ts
+
+
+cdef DType _promote_list(list ts):
+    cdef int code = (<Tensor>ts[0])._dtype.code
+    for t in ts:
+        code = _promote2(code, (<Tensor>t)._dtype.code)
+    return _dt_of_code(code)
+
+
+cdef class CatBackward(Node):
+    """Backward of cat: each input gets its slice of the gradient (cast to its dtype)."""
+    schema_v1 = _register("cat", "Promote", -1)
+    cdef int _dim
+    cdef list _offsets, _sizes, _dtypes, _skipped
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        out = []
+        for i in range(len(self._sizes)):
+            if self._next[i][0] is None:
+                out.append(None)
+            elif self._skipped[i]:
+                out.append(np.zeros((0,), dtype=(<DType>self._dtypes[i]).numpy_dtype))
+            else:
+                idx = (slice(None),) * self._dim + (
+                    slice(self._offsets[i], self._offsets[i] + self._sizes[i]),)
+                out.append(_cast_arr(g[idx], <DType>self._dtypes[i]))
+        return tuple(out)
+
+    cdef tuple _graph(self, Tensor g):
+        return self.grad_formula_impl(g)
+
+    def grad_formula_impl(self, g):
+        out = []
+        for i in range(len(self._sizes)):
+            if self._next[i][0] is None:
+                out.append(None)
+            elif self._skipped[i]:
+                out.append(_zeros_t((0,), <DType>self._dtypes[i]))
+            else:
+                idx = (slice(None),) * self._dim + (
+                    slice(self._offsets[i], self._offsets[i] + self._sizes[i]),)
+                out.append(_cast_t(_getitem(g, idx), <DType>self._dtypes[i]))
+        return tuple(out)
+
+
+def cat(tensors, dim=0):
+    """Concatenate tensors along an existing dim (dtypes promoted). 1-d empty tensors
+    are skipped, as in PyTorch."""
+    cdef list ts = _tensor_list(tensors, "cat")
+    cdef Tensor t, ref = None
+    cdef list skipped = []
+    for t in ts:
+        skip = cnp.PyArray_NDIM(t._data) == 1 and _shp(t._data)[0] == 0
+        skipped.append(skip)
+        if not skip and ref is None:
+            ref = t
+    if ref is None:
+        ref = <Tensor>ts[0]
+        skipped = [False] * len(ts)
+    cdef int nd = cnp.PyArray_NDIM(ref._data)
+    if nd == 0:
+        raise ShapeError("cat(): zero-dimensional tensor cannot be concatenated")
+    cdef int d = _norm_dim(dim, nd)
+    rshape = _shp(ref._data)
+    cdef DType dt = _promote_list(ts)
+    arrays = []
+    offsets = []
+    sizes = []
+    off = 0
+    for i in range(len(ts)):
+        t = <Tensor>ts[i]
+        s = _shp(t._data)
+        offsets.append(off)
+        if skipped[i]:
+            sizes.append(0)
+            continue
+        if len(s) != nd:
+            raise ShapeError(f"cat(): tensors must have the same number of dims: got {len(s)} "
+                             f"for tensor {i} and {nd} for tensor 0")
+        for k in range(nd):
+            if k != d and s[k] != rshape[k]:
+                raise ShapeError(f"cat(): sizes of tensors must match except in dimension {d}; "
+                                 f"expected size {rshape[k]} but got size {s[k]} for tensor "
+                                 f"number {i} in dimension {k}")
+        arrays.append(_cast_arr(t._data, dt))
+        sizes.append(s[d])
+        off += s[d]
+    cdef Tensor y = _wrap(_as_ndarray(np.concatenate(arrays, axis=d)), dt)
+    cdef CatBackward node
+    if lucid_grad_enabled and dt.is_floating_point and _bi.any(
+            (<Tensor>t)._requires_grad for t in ts):
+        node = CatBackward.__new__(CatBackward)
+        node._next = tuple(_edge(<Tensor>t) for t in ts)
+        node._dim = d
+        node._offsets = offsets
+        node._sizes = sizes
+        node._dtypes = [(<Tensor>t)._dtype for t in ts]
+        node._skipped = skipped
+        _set_history(y, node)
+    return y
+
+
+def concat(tensors, dim=0):
+    return cat(tensors, dim)
+
+
+cdef class StackBackward(Node):
+    """Backward of stack: input i gets the gradient's index i along the new dim."""
+    schema_v1 = _register("stack", "Promote", -1)
+    cdef int _dim
+    cdef list _dtypes
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        out = []
+        for i in range(len(self._dtypes)):
+            if self._next[i][0] is None:
+                out.append(None)
+            else:
+                out.append(_cast_arr(g[(slice(None),) * self._dim + (i,)], <DType>self._dtypes[i]))
+        return tuple(out)
+
+    cdef tuple _graph(self, Tensor g):
+        return self.grad_formula_impl(g)
+
+    def grad_formula_impl(self, g):
+        out = []
+        for i in range(len(self._dtypes)):
+            if self._next[i][0] is None:
+                out.append(None)
+            else:
+                out.append(_cast_t(_getitem(g, (slice(None),) * self._dim + (i,)),
+                                   <DType>self._dtypes[i]))
+        return tuple(out)
+
+
+def stack(tensors, dim=0):
+    """Join same-shaped tensors along a new dim (dtypes promoted)."""
+    cdef list ts = _tensor_list(tensors, "stack")
+    cdef Tensor t0 = <Tensor>ts[0]
+    shape = _shp(t0._data)
+    cdef int d = _norm_dim(dim, len(shape) + 1)
+    for i in range(len(ts)):
+        if _shp((<Tensor>ts[i])._data) != shape:
+            raise ShapeError(f"stack expects each tensor to be equal size, but got {shape} at "
+                             f"entry 0 and {_shp((<Tensor>ts[i])._data)} at entry {i}")
+    cdef DType dt = _promote_list(ts)
+    cdef Tensor y = _wrap(_as_ndarray(np.stack([_cast_arr((<Tensor>t)._data, dt) for t in ts],
+                                               axis=d)), dt)
+    cdef StackBackward node
+    if lucid_grad_enabled and dt.is_floating_point and _bi.any(
+            (<Tensor>t)._requires_grad for t in ts):
+        node = StackBackward.__new__(StackBackward)
+        node._next = tuple(_edge(<Tensor>t) for t in ts)
+        node._dim = d
+        node._dtypes = [(<Tensor>t)._dtype for t in ts]
+        _set_history(y, node)
+    return y
+
+
+# -- narrow / split / chunk (views through basic indexing) -------------------------------
+
+def narrow(input, dim, start, length):
+    """``input`` restricted to [start, start + length) along ``dim``. A view."""
+    cdef Tensor x = _as_tensor(input)
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    if nd == 0:
+        raise ShapeError("narrow() cannot be applied to a 0-dim tensor")
+    cdef int d = _norm_dim(dim, nd)
+    size = _shp(x._data)[d]
+    start = _operator.index(start)
+    length = _operator.index(length)
+    if start < -size or start > size:
+        raise IndexError(f"narrow(): start ({start}) out of range for dimension {d} of size {size}")
+    if start < 0:
+        start += size
+    if length < 0 or start + length > size:
+        raise ShapeError(f"narrow(): start ({start}) + length ({length}) exceeds dimension "
+                         f"size ({size})")
+    return _getitem(x, (slice(None),) * d + (slice(start, start + length),))
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    """Split into pieces of ``split_size`` (the last may be smaller) or of the given
+    section sizes along ``dim``. Returns a tuple of views."""
+    cdef Tensor x = _as_tensor(tensor)
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    if nd == 0:
+        raise ShapeError("split() expects at least a 1-dimensional tensor")
+    cdef int d = _norm_dim(dim, nd)
+    size = _shp(x._data)[d]
+    if isinstance(split_size_or_sections, (int, np.integer)) and not isinstance(
+            split_size_or_sections, (bool, np.bool_)):
+        step = int(split_size_or_sections)
+        if step < 0:
+            raise ValueError(f"split expects split_size be non-negative, but got {step}")
+        if step == 0:
+            if size != 0:
+                raise ValueError(f"split_size can only be 0 if dimension size is 0, got {size}")
+            sections = [0]
+        else:
+            sections = [min(step, size - s) for s in range(0, size, step)] or [0]
+    else:
+        sections = list(_int_tuple(split_size_or_sections, "split sections"))
+        if _bi.any(s < 0 for s in sections) or _bi.sum(sections) != size:
+            raise ShapeError(f"split_with_sizes expects split_sizes to sum exactly to {size} "
+                             f"(input tensor's size at dimension {d}), but got {sections}")
+    out = []
+    off = 0
+    for s in sections:
+        out.append(_getitem(x, (slice(None),) * d + (slice(off, off + s),)))
+        off += s
+    return tuple(out)
+
+
+def chunk(input, chunks, dim=0):
+    """Split into ``chunks`` pieces of ceil(size / chunks) (possibly fewer pieces)."""
+    cdef Tensor x = _as_tensor(input)
+    chunks = _operator.index(chunks)
+    if chunks <= 0:
+        raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    if nd == 0:
+        raise ShapeError("chunk() expects at least a 1-dimensional tensor")
+    size = _shp(x._data)[_norm_dim(dim, nd)]
+    return split(x, (size + chunks - 1) // chunks, dim)
+
+
+# -- flip / roll / tile / repeat ----------------------------------------------------------
+
+cdef class FlipBackward(Node):
+    """Backward of flip: the gradient flipped along the same dims."""
+    schema_v1 = _register("flip", "KeepInput", 1)
+    cdef tuple _dims
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        return (np.flip(g, self._dims) if self._dims else g,)
+
+    cdef tuple _graph(self, Tensor g):
+        return (self.grad_formula_impl(g),)
+
+    def grad_formula_impl(self, g):
+        return flip(g, self._dims)
+
+
+def flip(input, dims):
+    """Reverse the order of elements along ``dims`` (a copy, as in PyTorch)."""
+    cdef Tensor x = _as_tensor(input)
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    cdef tuple axes = _dim_list(dims, nd, "flip")
+    if nd == 0:
+        axes = ()
+    arr = np.flip(x._data, axes) if axes else x._data
+    cdef Tensor y = _wrap(np.array(arr, copy=True, order="C"), x._dtype)
+    cdef FlipBackward node
+    if lucid_grad_enabled and x._requires_grad:
+        node = FlipBackward.__new__(FlipBackward)
+        node._next = (_edge(x),)
+        node._dims = axes
+        _set_history(y, node)
+    return y
+
+
+cdef class RollBackward(Node):
+    """Backward of roll: the gradient rolled back by the negated shifts."""
+    schema_v1 = _register("roll", "KeepInput", 1)
+    cdef tuple _shifts
+    cdef object _dims
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        neg = tuple(-s for s in self._shifts)
+        if self._dims is None:
+            return (np.roll(g, neg[0]),)
+        return (np.roll(g, neg, self._dims),)
+
+    cdef tuple _graph(self, Tensor g):
+        return (self.grad_formula_impl(g),)
+
+    def grad_formula_impl(self, g):
+        return roll(g, tuple(-s for s in self._shifts), self._dims)
+
+
+def roll(input, shifts, dims=None):
+    """Roll elements along ``dims`` (of the flattened tensor if dims is None)."""
+    cdef Tensor x = _as_tensor(input)
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    cdef tuple sh = _int_tuple(shifts, "shifts")
+    cdef object axes = None
+    if dims is None:
+        if len(sh) != 1:
+            raise ShapeError(f"roll(): with dims=None, shifts must be a single int, got {sh}")
+        arr = np.roll(x._data, sh[0])
+    else:
+        axes = tuple(_norm_dim(d, nd) for d in _int_tuple(dims, "dims"))
+        if len(axes) != len(sh):
+            raise ShapeError(f"roll(): shifts and dims must have the same length, got "
+                             f"{len(sh)} and {len(axes)}")
+        arr = np.roll(x._data, sh, axes) if nd > 0 else np.array(x._data, copy=True)
+    cdef Tensor y = _wrap(_as_ndarray(arr), x._dtype)
+    cdef RollBackward node
+    if lucid_grad_enabled and x._requires_grad:
+        node = RollBackward.__new__(RollBackward)
+        node._next = (_edge(x),)
+        node._shifts = sh
+        node._dims = axes if nd > 0 or axes is None else None
+        _set_history(y, node)
+    return y
+
+
+cdef class TileBackward(Node):
+    """Backward of tile: the gradient summed over the copies."""
+    schema_v1 = _register("tile", "KeepInput", 1)
+    cdef tuple _in_shape, _reps
+
+    cdef tuple _layout(self):
+        cdef int n = len(self._reps)
+        aligned = (1,) * (n - len(self._in_shape)) + self._in_shape
+        inter = []
+        for i in range(n):
+            inter.append(self._reps[i])
+            inter.append(aligned[i])
+        return tuple(inter), tuple(range(0, 2 * n, 2))
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        inter, axes = self._layout()
+        r = g.reshape(inter)
+        if axes:
+            r = np.add.reduce(r, axis=axes)
+        return (_as_ndarray(r).reshape(self._in_shape),)
+
+    cdef tuple _graph(self, Tensor g):
+        return (self.grad_formula_impl(g),)
+
+    def grad_formula_impl(self, g):
+        inter, axes = self._layout()
+        r = reshape(g, inter)
+        if axes:
+            r = sum(r, axes)
+        return reshape(r, self._in_shape)
+
+
+cdef class RepeatBackward(TileBackward):
+    """Backward of repeat (Tensor.repeat): the gradient summed over the copies."""
+    schema_v1 = _register("repeat", "KeepInput", 1)
+
+
+cdef Tensor _tile(Tensor x, tuple reps, type node_cls):
+    for r in reps:
+        if r < 0:
+            raise ShapeError(f"repeats can not be negative, got {reps}")
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    if len(reps) < nd:
+        reps = (1,) * (nd - len(reps)) + reps
+    cdef Tensor y = _wrap(_as_ndarray(np.tile(x._data, reps)), x._dtype)
+    cdef TileBackward node
+    if lucid_grad_enabled and x._requires_grad:
+        node = <TileBackward>node_cls.__new__(node_cls)
+        node._next = (_edge(x),)
+        node._in_shape = _shp(x._data)
+        node._reps = reps
+        _set_history(y, node)
+    return y
+
+
+def tile(input, dims):
+    """Repeat the tensor ``dims[i]`` times along dim i (1s prepended to the shorter of
+    dims and the shape)."""
+    cdef Tensor x = _as_tensor(input)
+    return _tile(x, _int_tuple(dims, "dims"), TileBackward)
+
+
+def repeat(input, *sizes):
+    """Tensor.repeat: like tile, but needs at least as many sizes as the input has dims."""
+    cdef Tensor x = _as_tensor(input)
+    if len(sizes) == 0:
+        raise TypeError("repeat() missing required argument 'sizes'")
+    if len(sizes) == 1 and not isinstance(sizes[0], (int, np.integer)):
+        sizes = sizes[0]
+    cdef tuple reps = _int_tuple(sizes, "sizes")
+    if len(reps) < cnp.PyArray_NDIM(x._data):
+        raise ShapeError("Number of dimensions of repeat dims can not be smaller than number "
+                         f"of dimensions of tensor ({len(reps)} < {cnp.PyArray_NDIM(x._data)})")
+    return _tile(x, reps, RepeatBackward)
+
+
+# -- pad ----------------------------------------------------------------------------------
+
+cdef object _pad_constant(object a, list lr, object value):
+    """``a`` padded (or cropped, for negative amounts) by lr[d] = (before, after) per dim."""
+    shape = np.shape(a)
+    out_shape = []
+    src = []
+    dst = []
+    for d in range(len(shape)):
+        l, r = lr[d]
+        n = shape[d]
+        m = n + l + r
+        if m < 0:
+            raise ShapeError(f"pad(): the padded size of dimension {d} would be {m} "
+                             f"(size {n}, padding ({l}, {r}))")
+        s0 = _bi.max(-l, 0)
+        s1 = n - _bi.max(-r, 0)
+        length = _bi.max(s1 - s0, 0)
+        d0 = _bi.max(l, 0)
+        src.append(slice(s0, s0 + length))
+        dst.append(slice(d0, d0 + length))
+        out_shape.append(m)
+    out = np.full(tuple(out_shape), value, dtype=(<cnp.ndarray>a).dtype)
+    out[tuple(dst)] = (<cnp.ndarray>a)[tuple(src)]
+    return out
+
+
+cdef list _pad_pairs(tuple pad, int nd):
+    if len(pad) % 2 != 0:
+        raise ShapeError(f"pad(): padding length must be even, got {len(pad)}")
+    if len(pad) // 2 > nd:
+        raise ShapeError(f"pad(): padding length {len(pad)} is too large for a "
+                         f"{nd}-dimensional input")
+    lr = [(0, 0)] * nd
+    for i in range(len(pad) // 2):
+        lr[nd - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    return lr
+
+
+cdef class PadBackward(Node):
+    """Backward of constant pad: the gradient cropped by the same amounts (negated pad)."""
+    schema_v1 = _register("pad", "KeepInput", 1)
+    cdef tuple _neg_pad
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        return (_pad_constant(g, _pad_pairs(self._neg_pad, g.ndim), 0),)
+
+    cdef tuple _graph(self, Tensor g):
+        return (self.grad_formula_impl(g),)
+
+    def grad_formula_impl(self, g):
+        return pad(g, self._neg_pad)
+
+
+_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def pad(input, pad, mode="constant", value=0):
+    """torch.nn.functional.pad: ``pad`` = (last-dim before, last-dim after, next-to-last
+    before, ...). Modes constant (negative amounts crop), reflect, replicate, circular."""
+    cdef Tensor x = _as_tensor(input)
+    cdef tuple p = _int_tuple(pad, "pad")
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    cdef list lr = _pad_pairs(p, nd)
+    cdef Tensor y
+    cdef PadBackward node
+    if mode == "constant":
+        if value is None:
+            value = 0
+        y = _wrap(_as_ndarray(_pad_constant(x._data, lr, value)), x._dtype)
+        if lucid_grad_enabled and x._requires_grad:
+            node = PadBackward.__new__(PadBackward)
+            node._next = (_edge(x),)
+            node._neg_pad = tuple(-v for v in p)
+            _set_history(y, node)
+        return y
+    if mode not in _PAD_MODES:
+        raise ValueError(f"pad(): unknown padding mode {mode!r}; expected 'constant', "
+                         "'reflect', 'replicate' or 'circular'")
+    if _bi.any(v < 0 for v in p):
+        raise ShapeError(f"pad(): negative padding is only supported in constant mode, got {p}")
+    # Non-constant modes: an index map into the flattened input, applied by advanced
+    # indexing (so the gradient, including second order, is IndexBackward's).
+    shape = _shp(x._data)
+    idx_map = np.arange(cnp.PyArray_SIZE(x._data), dtype=np.int64).reshape(shape)
+    try:
+        idx_map = np.pad(idx_map, lr, mode=_PAD_MODES[mode])
+    except ValueError as e:
+        raise ShapeError(f"pad(): {mode} padding {p} is invalid for input of shape {shape}: {e}") from None
+    return _getitem(reshape(x, (-1,)), idx_map)
+
+
+# -- indexing -----------------------------------------------------------------------------
+
+cdef object _index_component(object it):
+    """One index entry -> what NumPy indexing takes; sets nothing. Returns (value, advanced)."""
+    if it is None or it is Ellipsis or isinstance(it, slice):
+        return it, False
+    if isinstance(it, (bool, np.bool_)):
+        return bool(it), True
+    if isinstance(it, (int, np.integer)):
+        return int(it), False
+    if isinstance(it, Tensor):
+        a = (<Tensor>it)._data
+    elif isinstance(it, (list, np.ndarray)):
+        if isinstance(it, list) and _contains_tensor(it):
+            it = _tensors_to_nested(it)
+        a = np.asarray(it)
+        if isinstance(it, list) and a.size == 0:
+            a = a.astype(np.int64)
+    else:
+        try:
+            return _operator.index(it), False
+        except TypeError:
+            raise IndexError(
+                "only integers, slices (`:`), ellipsis (`...`), None and integer or boolean "
+                f"tensors/arrays are valid indices, got {type(it).__name__}") from None
+    kind = a.dtype.kind
+    if kind == "b":
+        if a.ndim == 0:
+            return bool(a), True
+        return np.array(a, copy=True), True
+    if kind in "iu":
+        if a.ndim == 0 and isinstance(it, Tensor):
+            return int(a), False
+        return np.array(a, dtype=np.int64, copy=True), True
+    raise IndexError("tensors used as indices must be long, int or bool tensors, got "
+                     f"dtype {a.dtype}")
+
+
+cdef tuple _convert_index(object index):
+    """A user index -> (NumPy index tuple, advanced?). Basic indices get a trailing
+    Ellipsis so that NumPy returns a view even for an all-integer index."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    cdef list out = []
+    cdef bint adv = False, ell = False
+    for it in index:
+        v, a = _index_component(it)
+        if v is Ellipsis:
+            ell = True
+        adv = adv or a
+        out.append(v)
+    if not adv and not ell:
+        out.append(Ellipsis)
+    return tuple(out), adv
+
+
+cdef class IndexBackward(Node):
+    """Backward of indexing: the gradient scattered into zeros of the input's shape
+    (accumulating over repeated advanced indices)."""
+    schema_v1 = _register("index", "KeepInput", 1)
+    cdef tuple _in_shape
+    cdef tuple _idx
+    cdef bint _advanced
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        z = np.zeros(self._in_shape, dtype=g.dtype)
+        if self._advanced:
+            np.add.at(z, self._idx, g)
+        else:
+            z[self._idx] = g
+        return (z,)
+
+    cdef tuple _graph(self, Tensor g):
+        return (self.grad_formula_impl(g),)
+
+    def grad_formula_impl(self, g):
+        cdef Tensor z = _zeros_t(self._in_shape, (<Tensor>g)._dtype)
+        _index_put(z, self._idx, self._advanced, g, True)
+        return z
+
+
+def _getitem(Tensor self, index):
+    """``self[index]`` with NumPy semantics: basic indexing gives a view (shared memory and
+    version counter), advanced indexing (integer/bool tensors, lists, arrays) a copy."""
+    cdef tuple idx
+    cdef bint adv
+    idx, adv = _convert_index(index)
+    arr = self._data[idx]
+    cdef Tensor y
+    if adv:
+        y = _wrap(_as_ndarray(arr), self._dtype)
+    else:
+        y = _view(self, arr)
+    cdef IndexBackward node
+    if lucid_grad_enabled and self._requires_grad:
+        node = IndexBackward.__new__(IndexBackward)
+        node._next = (_edge(self),)
+        node._in_shape = _shp(self._data)
+        node._idx = idx
+        node._advanced = adv
+        if adv:
+            _set_history(y, node)
+        else:
+            _record_view(y, node)
+    return y
+
+
+cdef class IndexPutBackward(Node):
+    """Backward of ``self[index] = value`` (and of the accumulating form used by
+    IndexBackward's graph-mode formula): self gets the gradient with the overwritten
+    positions zeroed (all of it when accumulating), value gets gradient[index] summed
+    back to its shape."""
+    schema_v1 = _register("index_put", "KeepInput", 2)
+    cdef tuple _idx
+    cdef bint _advanced, _accumulate
+    cdef tuple _val_shape
+    cdef DType _val_dtype
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        gs = gv = None
+        if self._next[0][0] is not None:
+            if self._accumulate:
+                gs = g
+            else:
+                gs = np.array(g, copy=True)
+                gs[self._idx] = 0
+        if self._next[1][0] is not None:
+            gv = _cast_arr(_sum_to_shape(_as_ndarray(g[self._idx]), self._val_shape),
+                           self._val_dtype)
+        return (gs, gv)
+
+    cdef tuple _graph(self, Tensor g):
+        return self.grad_formula_impl(g)
+
+    def grad_formula_impl(self, g):
+        cdef Tensor c
+        gs = gv = None
+        if self._next[0][0] is not None:
+            if self._accumulate:
+                gs = g
+            else:
+                c = clone(g)
+                _index_put(c, self._idx, self._advanced, 0, False)
+                gs = c
+        if self._next[1][0] is not None:
+            gv = _cast_t(_sum_to_shape_t(_getitem(g, self._idx), self._val_shape), self._val_dtype)
+        return (gs, gv)
+
+
+cdef bint _is_view(Tensor t):
+    """Does t share memory with another tensor through a view op?"""
+    node = t._grad_fn
+    if node is None:
+        return (<object>t._data).base is not None
+    if type(node) is IndexBackward:
+        return not (<IndexBackward>node)._advanced
+    if type(node) in (SqueezeBackward, UnsqueezeBackward, TransposeBackward, PermuteBackward,
+                      ExpandBackward, ViewModifiedBackward):
+        return True
+    if type(node) is ReshapeBackward:
+        return (<object>t._data).base is not None
+    return False
+
+
+cdef void _index_put(Tensor self, tuple idx, bint adv, object value, bint accumulate) except *:
+    """``self[idx] = value`` (or ``+=``, accumulating over repeated indices), in place."""
+    cdef Tensor vt = None
+    if isinstance(value, Tensor):
+        vt = <Tensor>value
+        vdata = vt._data
+    elif _is_scalar(value):
+        vdata = value.item() if isinstance(value, np.generic) else value
+    else:
+        vt = _as_tensor(value)
+        vdata = vt._data
+    cdef bint recording = lucid_grad_enabled and self._dtype.is_floating_point and (
+        self._requires_grad or (vt is not None and vt._requires_grad))
+    if lucid_grad_enabled and self._requires_grad and self._grad_fn is None:
+        raise LucidError(
+            "a leaf tensor that requires grad is being used in an in-place operation "
+            "(index assignment); wrap it in `with lucid.no_grad():`")
+    if recording and _is_view(self):
+        raise LucidError(
+            "index assignment into a view (a tensor sharing memory with another, e.g. x[0], "
+            "x.T or x.squeeze()) can't be tracked by autograd: assign through the base tensor "
+            "(x[0, i] = v instead of x[0][i] = v) or clone() the view first")
+    if not cnp.PyArray_ISWRITEABLE(self._data):
+        raise LucidError("this tensor's memory is read-only (e.g. a NumPy array marked "
+                         "non-writeable or a broadcast view); clone() it first")
+    if vt is not None and not self._dtype.is_floating_point and vt._dtype.is_floating_point:
+        raise UnsupportedDTypeError(
+            f"index assignment of a {vt._dtype} value into a {self._dtype} tensor; cast it first")
+    cdef tuple e_self = _edge(self) if recording else _NO_EDGE
+    try:
+        if accumulate:
+            np.add.at(self._data, idx, vdata)
+        else:
+            self._data[idx] = vdata
+    except ValueError as e:
+        raise ShapeError(f"index assignment: {e}") from None
+    self._bump()
+    _invalidate_views(self, self._data if adv else self._data[idx])
+    cdef IndexPutBackward node
+    if recording:
+        node = IndexPutBackward.__new__(IndexPutBackward)
+        node._next = (e_self, _edge(vt) if vt is not None else _NO_EDGE)
+        node._idx = idx
+        node._advanced = adv
+        node._accumulate = accumulate
+        if vt is not None:
+            node._val_shape = _shp(vt._data)
+            node._val_dtype = vt._dtype
+        _set_history(self, node)
+
+
+def _setitem(Tensor self, index, value):
+    """``self[index] = value``: writes into self's memory (bumping its version); records
+    IndexPutBackward as self's new grad_fn when self or value needs a gradient."""
+    cdef tuple idx
+    cdef bint adv
+    idx, adv = _convert_index(index)
+    _index_put(self, idx, adv, value, False)
+
+
+def index_put_(input, indices, values, accumulate=False):
+    """``input[indices] = values`` (or ``+=`` with accumulate=True), in place."""
+    cdef Tensor x = <Tensor>input
+    cdef tuple idx
+    cdef bint adv
+    idx, adv = _convert_index(tuple(indices) if isinstance(indices, list) else indices)
+    _index_put(x, idx, adv, values, bool(accumulate))
+    return x
+
+
+# -- gather / scatter_add / index_select -------------------------------------------------
+
+cdef Tensor _index_tensor(object index, str op):
+    cdef Tensor it = _as_tensor(index)
+    if it._dtype is not int64 and it._dtype is not int32:
+        raise UnsupportedDTypeError(f"{op}(): expected an int64 index tensor, got {it._dtype}")
+    return it
+
+
+cdef void _check_bounds(object idx, object size, int dim, str op) except *:
+    if (<cnp.ndarray>idx).size == 0:
+        return
+    lo = (<cnp.ndarray>idx).min()
+    hi = (<cnp.ndarray>idx).max()
+    if lo < 0 or hi >= size:
+        bad = lo if lo < 0 else hi
+        raise IndexError(f"{op}(): index {bad} is out of bounds for dimension {dim} with size {size}")
+
+
+cdef void _check_index_shape(tuple ishape, tuple shape, int d, bint all_dims, str what, str op) except *:
+    if len(ishape) != len(shape):
+        raise ShapeError(f"{op}(): index tensor must have the same number of dimensions as "
+                         f"{what} ({len(ishape)} vs {len(shape)})")
+    for k in range(len(shape)):
+        if (all_dims or k != d) and ishape[k] > shape[k]:
+            raise ShapeError(f"{op}(): size of index {ishape} exceeds the size of {what} "
+                             f"{shape} in dimension {k}")
+
+
+cdef object _gather_arr(object a, int d, object idx):
+    ishape = np.shape(idx)
+    src = a[tuple(slice(None) if k == d else slice(0, ishape[k]) for k in range(len(ishape)))]
+    return np.take_along_axis(src, idx, axis=d)
+
+
+cdef void _scatter_add_arr(object z, int d, object idx, object src) except *:
+    ishape = np.shape(idx)
+    full = list(np.indices(ishape, sparse=True))
+    full[d] = idx
+    np.add.at(z, tuple(full), src[tuple(slice(0, s) for s in ishape)])
+
+
+cdef class GatherBackward(Node):
+    """Backward of gather: the gradient scatter-added into zeros of the input's shape."""
+    schema_v1 = _register("gather", "KeepInput", 2, saves_input=True)
+    cdef tuple _in_shape
+    cdef int _dim
+    cdef SavedTensor _index
+
+    cdef list _saved_list(self):
+        return [self._index]
+
+    cdef void _release(self):
+        self._released = True
+        self._index.release()
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        z = np.zeros(self._in_shape, dtype=g.dtype)
+        _scatter_add_arr(z, self._dim, self._index.data(self), g)
+        return (z, None)
+
+    cdef tuple _graph(self, Tensor g):
+        return self.grad_formula_impl(g)
+
+    def grad_formula_impl(self, g):
+        return (scatter_add(_zeros_t(self._in_shape, (<Tensor>g)._dtype), self._dim,
+                            self._index.unpack(self), g), None)
+
+
+def gather(input, dim, index):
+    """out[i][j][k] = input[index[i][j][k]][j][k] (for dim 0); out has index's shape."""
+    cdef Tensor x = _as_tensor(input)
+    cdef Tensor it = _index_tensor(index, "gather")
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    if nd == 0:
+        _norm_dim(dim, 0)
+        if cnp.PyArray_NDIM(it._data) > 1:
+            raise ShapeError("gather(): index of a 0-dim input must have at most 1 dim")
+        return reshape(gather(reshape(x, (1,)), 0, reshape(it, (-1,))), _shp(it._data))
+    cdef int d = _norm_dim(dim, nd)
+    shape = _shp(x._data)
+    _check_index_shape(_shp(it._data), shape, d, False, "input", "gather")
+    _check_bounds(it._data, shape[d], d, "gather")
+    cdef Tensor y = _wrap(_as_ndarray(_gather_arr(x._data, d, it._data)), x._dtype)
+    cdef GatherBackward node
+    if lucid_grad_enabled and x._requires_grad:
+        node = GatherBackward.__new__(GatherBackward)
+        node._next = (_edge(x), _NO_EDGE)
+        node._in_shape = shape
+        node._dim = d
+        node._index = _save(it, False)
+        _set_history(y, node)
+    return y
+
+
+cdef class ScatterAddBackward(Node):
+    """Backward of scatter_add: input gets the gradient, src gets it gathered at index
+    (zeros where src was not used)."""
+    schema_v1 = _register("scatter_add", "KeepInput", 3, saves_input=True)
+    cdef int _dim
+    cdef tuple _src_shape
+    cdef DType _src_dtype
+    cdef SavedTensor _index
+
+    cdef list _saved_list(self):
+        return [self._index]
+
+    cdef void _release(self):
+        self._released = True
+        self._index.release()
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        gx = g if self._next[0][0] is not None else None
+        gs = None
+        if self._next[2][0] is not None:
+            idx = self._index.data(self)
+            gs = _gather_arr(g, self._dim, idx)
+            if np.shape(idx) != self._src_shape:
+                z = np.zeros(self._src_shape, dtype=g.dtype)
+                z[tuple(slice(0, s) for s in np.shape(idx))] = gs
+                gs = z
+            gs = _cast_arr(_as_ndarray(gs), self._src_dtype)
+        return (gx, None, gs)
+
+    cdef tuple _graph(self, Tensor g):
+        return self.grad_formula_impl(g)
+
+    def grad_formula_impl(self, g):
+        gx = g if self._next[0][0] is not None else None
+        gs = None
+        if self._next[2][0] is not None:
+            it = self._index.unpack(self)
+            gs = gather(g, self._dim, it)
+            ishape = _shp((<Tensor>it)._data)
+            if ishape != self._src_shape:
+                p = []
+                for k in range(len(ishape) - 1, -1, -1):
+                    p.append(0)
+                    p.append(self._src_shape[k] - ishape[k])
+                gs = pad(gs, tuple(p))
+            gs = _cast_t(gs, self._src_dtype)
+        return (gx, None, gs)
+
+
+def scatter_add(input, dim, index, src):
+    """A copy of input with src[i][j][k] added at [index[i][j][k]][j][k] (dim 0), repeated
+    indices accumulating."""
+    cdef Tensor x = _as_tensor(input)
+    cdef Tensor it = _index_tensor(index, "scatter_add")
+    cdef Tensor s = _as_tensor(src)
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    if nd == 0:
+        _norm_dim(dim, 0)
+        return reshape(scatter_add(reshape(x, (1,)), 0, reshape(it, (-1,)), reshape(s, (-1,))),
+                       ())
+    cdef int d = _norm_dim(dim, nd)
+    if s._dtype is not x._dtype:
+        raise UnsupportedDTypeError(f"scatter_add(): expected self.dtype to be equal to "
+                                    f"src.dtype, got {x._dtype} and {s._dtype}")
+    shape = _shp(x._data)
+    ishape = _shp(it._data)
+    _check_index_shape(ishape, shape, d, False, "input", "scatter_add")
+    _check_index_shape(ishape, _shp(s._data), d, True, "src", "scatter_add")
+    _check_bounds(it._data, shape[d], d, "scatter_add")
+    out = np.array(x._data, copy=True, order="C")
+    _scatter_add_arr(out, d, it._data, s._data)
+    cdef Tensor y = _wrap(out, x._dtype)
+    cdef ScatterAddBackward node
+    if lucid_grad_enabled and x._dtype.is_floating_point and (x._requires_grad or s._requires_grad):
+        node = ScatterAddBackward.__new__(ScatterAddBackward)
+        node._next = (_edge(x), _NO_EDGE, _edge(s))
+        node._dim = d
+        node._src_shape = _shp(s._data)
+        node._src_dtype = s._dtype
+        node._index = _save(it, False)
+        _set_history(y, node)
+    return y
+
+
+cdef class IndexSelectBackward(Node):
+    """Backward of index_select: the gradient added into zeros at the selected indices."""
+    schema_v1 = _register("index_select", "KeepInput", 2, saves_input=True)
+    cdef tuple _in_shape
+    cdef int _dim
+    cdef SavedTensor _index
+
+    cdef list _saved_list(self):
+        return [self._index]
+
+    cdef void _release(self):
+        self._released = True
+        self._index.release()
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        z = np.zeros(self._in_shape, dtype=g.dtype)
+        idx = self._index.data(self).reshape(-1)
+        np.add.at(z, (slice(None),) * self._dim + (idx,), g)
+        return (z, None)
+
+    cdef tuple _graph(self, Tensor g):
+        return self.grad_formula_impl(g)
+
+    def grad_formula_impl(self, g):
+        cdef Tensor z = _zeros_t(self._in_shape, (<Tensor>g)._dtype)
+        idx = np.array(self._index.data(self), dtype=np.int64).reshape(-1)
+        _index_put(z, (slice(None),) * self._dim + (idx,), True, g, True)
+        return (z, None)
+
+
+def index_select(input, dim, index):
+    """The entries of input at ``index`` (1-d) along ``dim``."""
+    cdef Tensor x = _as_tensor(input)
+    cdef Tensor it = _index_tensor(index, "index_select")
+    if cnp.PyArray_NDIM(it._data) > 1:
+        raise ShapeError(f"index_select(): index must be 1-d, got shape {_shp(it._data)}")
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    if nd == 0:
+        _norm_dim(dim, 0)
+        return reshape(index_select(reshape(x, (1,)), 0, it), (-1,) if
+                       cnp.PyArray_NDIM(it._data) else ())
+    cdef int d = _norm_dim(dim, nd)
+    shape = _shp(x._data)
+    idx = it._data.reshape(-1)
+    _check_bounds(idx, shape[d], d, "index_select")
+    cdef Tensor y = _wrap(_as_ndarray(np.take(x._data, idx, axis=d)), x._dtype)
+    cdef IndexSelectBackward node
+    if lucid_grad_enabled and x._requires_grad:
+        node = IndexSelectBackward.__new__(IndexSelectBackward)
+        node._next = (_edge(x), _NO_EDGE)
+        node._in_shape = shape
+        node._dim = d
+        node._index = _save(it, False)
+        _set_history(y, node)
+    return y
+
+
+# -- Tensor methods --------------------------------------------------------------------------
+
+def _m_permute(self, *dims):
+    return permute(self, *dims)
+
+
+def _m_repeat(self, *sizes):
+    return repeat(self, *sizes)
+
+
+def _m_t(self):
+    if cnp.PyArray_NDIM((<Tensor>self)._data) > 2:
+        raise ShapeError(f"t() expects a tensor with <= 2 dimensions, but self is "
+                         f"{cnp.PyArray_NDIM((<Tensor>self)._data)}D")
+    return _reverse_dims(self)
+
+
+for _name, _fn in (("flatten", flatten), ("squeeze", squeeze), ("unsqueeze", unsqueeze),
+                   ("transpose", transpose), ("permute", _m_permute), ("flip", flip),
+                   ("roll", roll), ("tile", tile), ("repeat", _m_repeat), ("gather", gather),
+                   ("scatter_add", scatter_add), ("index_select", index_select),
+                   ("split", split), ("chunk", chunk), ("narrow", narrow), ("t", _m_t),
+                   ("index_put_", index_put_)):
+    _add_tensor_method(_name, _fn)
