@@ -666,6 +666,11 @@ cdef object _inplace(Tensor self, object other, int op):
         raise LucidError(
             "a leaf tensor that requires grad is being used in an in-place operation; "
             "wrap it in `with lucid.no_grad():` (e.g. for an optimizer step)")
+    if recording and self._grad_fn is not None and _is_view(self):
+        raise LucidError(
+            "in-place operation on a view (e.g. x[0], x.T) of a tensor with autograd history "
+            "is not supported: lucid can't carry the gradient through the base. Use out-of-place "
+            "ops, or write through the base with index assignment (x[0] = ...)")
     cdef Tensor res
     cdef Tensor src
     cdef FillBackward fnode
@@ -678,8 +683,12 @@ cdef object _inplace(Tensor self, object other, int op):
             raise TypeError(f"fill_ takes a number, got {type(other).__name__}")
         if not self._dtype.is_floating_point and isinstance(other, float) and other != int(other):
             raise UnsupportedDTypeError(f"cannot fill a {self._dtype} tensor with {other!r}")
+        if not cnp.PyArray_ISWRITEABLE(self._data):
+            raise LucidError("this tensor's memory is read-only (e.g. a broadcast view); clone() it first")
         self._data.fill(other)
         self._bump()
+        if recording:      # under no_grad a write is invisible to autograd, as in PyTorch
+            _invalidate_views(self, self._data)
         if recording and self._requires_grad:
             fnode = FillBackward.__new__(FillBackward)
             fnode._next = (_edge(self),)
@@ -718,6 +727,8 @@ cdef object _inplace(Tensor self, object other, int op):
                          "non-writeable or a broadcast view); clone() it first")
     np.copyto(self._data, res._data, casting="unsafe")
     self._bump()
+    if recording:          # under no_grad a write is invisible to autograd, as in PyTorch
+        _invalidate_views(self, self._data)
     if recording:
         self._grad_fn = res._grad_fn
         self._output_nr = 0

@@ -167,7 +167,7 @@ UNARY = [
          "(1 - sigmoid(1.5957691216057308 * (x + 0.044715 * x * x * x))) * "
          "0.7978845608028654 * (1 + 0.134145 * x * x)))",
          "x * sp.expit(1.5957691216057308 * (x + 0.044715 * x ** 3))",
-         "x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))", (-8.0, 8.0),
+         "x / (1 + exp(-2 * sqrt(2 / pi) * (x + 0.044715 * x ** 3)))", (-8.0, 8.0),
          "GELU, tanh approximation (gelu(x, approximate='tanh')).", torch="",
          # the cubic's rounding is amplified by |2u| in the far negative tail
          max_ulp={"float64": 64}),

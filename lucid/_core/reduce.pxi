@@ -212,7 +212,10 @@ def reshape(input, shape):
         node = ReshapeBackward.__new__(ReshapeBackward)
         node._next = (_edge(x),)
         node._in_shape = _shp(x._data)
-        _set_history(y, node)
+        if arr.base is not None:
+            _record_view(y, node)      # a view: a later write to its memory must invalidate it
+        else:
+            _set_history(y, node)
     return y
 
 
@@ -251,7 +254,7 @@ def expand(input, shape):
         node = ExpandBackward.__new__(ExpandBackward)
         node._next = (_edge(x),)
         node._in_shape = _shp(x._data)
-        _set_history(y, node)
+        _record_view(y, node)
     return y
 
 

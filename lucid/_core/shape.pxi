@@ -569,7 +569,7 @@ def split(tensor, split_size_or_sections, dim=0):
                 raise ValueError(f"split_size can only be 0 if dimension size is 0, got {size}")
             sections = [0]
         else:
-            sections = [min(step, size - s) for s in range(0, size, step)] or [0]
+            sections = [_bi.min(step, size - s) for s in range(0, size, step)] or [0]
     else:
         sections = list(_int_tuple(split_size_or_sections, "split sections"))
         if _bi.any(s < 0 for s in sections) or _bi.sum(sections) != size:

@@ -68,6 +68,8 @@ LV_SIMD_PAIR(cbrt)
 #define COSH(v) LV_GENERIC(v, coshf, cosh)
 #define ERFC(v) LV_GENERIC(v, erfcf, erfc)
 #define SIGN(v) LV_GENERIC(v, lv_signf, lv_sign)
+#define FABS(v) LV_GENERIC(v, fabsf, fabs)
+#define LOG1P(v) LV_GENERIC(v, log1pf, log1p)
 #define lv_sigmoid_g(v) LV_GENERIC(v, lv_sigmoidf, lv_sigmoid)
 #define lv_softplus_g(v) LV_GENERIC(v, lv_softplusf, lv_softplus)
 #define lv_mish_grad_g(v) LV_GENERIC(v, lv_mish_gradf, lv_mish_grad)
@@ -86,8 +88,8 @@ LV_FN(square, return x * x;)
 /* PyTorch's sign: nan -> 0, and -0 -> +0. */
 LV_FN(sign, return (T)(x > 0) - (T)(x < 0);)
 /* One exp, no overflow: t = e^-|x| in (0, 1]. */
-LV_FN(sigmoid, T t = EXP(-fabs(x)); T r = (T)1 / ((T)1 + t); return x >= 0 ? r : t * r;)
-LV_FN(softplus, return (x > 0 ? x : (T)0) + LV_GENERIC(EXP(-fabs(x)), log1pf, log1p);)
+LV_FN(sigmoid, T t = EXP(-FABS(x)); T r = (T)1 / ((T)1 + t); return x >= 0 ? r : t * r;)
+LV_FN(softplus, return (x > 0 ? x : (T)0) + LOG1P(EXP(-FABS(x)));)
 /* silu(-inf) is the limit -0, not -inf * 0. */
 LV_FN(silu, T r = x * lv_sigmoid_g(x); return x == -(T)INFINITY ? -(T)0 : r;)
 
@@ -131,12 +133,21 @@ static inline double lv_gelu(double x)
     double r = 0.5 * x * (erfc(-p) + e * 1.1283791670955126 * exp(-p * p));
     return x == -INFINITY ? -0.0 : r;     /* the limit, not -inf * 0 */
 }
-static inline float lv_geluf(float x) { return (float)lv_gelu((double)x); }
+static inline float lv_geluf(float x)
+{
+    const float c = 0.70710677f, c_lo = 1.21016171e-08f;   /* c + c_lo = 1/sqrt2 */
+    float p = x * c;
+    float e = fmaf(x, c, -p) + x * c_lo;
+    e = isfinite(p) ? e : 0.0f;
+    float r = 0.5f * x * (erfcf(-p) + e * 1.1283792f * expf(-p * p));
+    return x == -INFINITY ? -0.0f : r;
+}
 
 /* erfinv: Giles' single-precision approximation (M. Giles, "Approximating the
- * erfinv function", GPU Computing Gems, 2011) as a starting point, then two
- * Newton steps in double. The residual erf(y) - a is formed as (1 - a) - erfc(y)
- * for a >= 0.5, where 1 - a is exact, so the tail keeps its accuracy. */
+ * erfinv function", GPU Computing Gems, 2011) as a starting point, then four
+ * refinement steps in double: Halley on erf(y) - a for a < 0.5, and for a >= 0.5
+ * Newton on log(erfc(y)) - log(1 - a), which is nearly quadratic in y, so it
+ * converges from the ~10% error the polynomial has in the float64 tail. */
 static inline double lv_erfinv(double x)
 {
     double a = fabs(x);
@@ -166,14 +177,54 @@ static inline double lv_erfinv(double x)
         p = 2.83297682 + p * w;
     }
     double y = p * a;
-    for (int k = 0; k < 2; k++) {
-        double r = a < 0.5 ? erf(y) - a : (1.0 - a) - erfc(y);
-        y -= r * 0.886226925452758 * exp(y * y);
+    double la = log(1.0 - a);            /* exact argument: 1 - a is exact for a >= 0.5 */
+    for (int k = 0; k < 4; k++) {
+        double e2 = exp(y * y);
+        /* centre: Halley on erf(y) - a */
+        double u = (erf(y) - a) * 0.886226925452758 * e2;
+        double yc = y - u / (1.0 + y * u);
+        /* tail: Newton on log(erfc(y)) - log(1 - a), nearly quadratic in y there */
+        double ec = erfc(y);
+        double yt = y + (log(ec) - la) * ec * e2 * 0.886226925452758;
+        y = a < 0.5 ? yc : yt;
     }
     y = a == 1.0 ? INFINITY : (a > 1.0 ? NAN : y);
     return copysign(y, x);
 }
-static inline float lv_erfinvf(float x) { return (float)lv_erfinv((double)x); }
+static inline float lv_erfinvf(float x)
+{
+    float a = fabsf(x);
+    float w = -logf((1.0f - a) * (1.0f + a));
+    float p;
+    if (w < 5.0f) {
+        w -= 2.5f;
+        p = 2.81022636e-08f;
+        p = 3.43273939e-07f + p * w;
+        p = -3.5233877e-06f + p * w;
+        p = -4.39150654e-06f + p * w;
+        p = 0.00021858087f + p * w;
+        p = -0.00125372503f + p * w;
+        p = -0.00417768164f + p * w;
+        p = 0.246640727f + p * w;
+        p = 1.50140941f + p * w;
+    } else {
+        w = sqrtf(w) - 3.0f;
+        p = -0.000200214257f;
+        p = 0.000100950558f + p * w;
+        p = 0.00134934322f + p * w;
+        p = -0.00367342844f + p * w;
+        p = 0.00573950773f + p * w;
+        p = -0.0076224613f + p * w;
+        p = 0.00943887047f + p * w;
+        p = 1.00167406f + p * w;
+        p = 2.83297682f + p * w;
+    }
+    float y = p * a;
+    float r = a < 0.5f ? erff(y) - a : (1.0f - a) - erfcf(y);
+    y -= r * 0.88622693f * expf(y * y);
+    y = a == 1.0f ? INFINITY : (a > 1.0f ? NAN : y);
+    return copysignf(y, x);
+}
 
 /* A multiple of every vector width we target (16 floats = one AVX-512 register). */
 #define LV_BLOCK 16
