@@ -19,6 +19,7 @@ from lucid._core._C import (  # noqa: E402
     AmpPolicy,
     DType,
     Device,
+    Generator,
     LucidError,
     OpSchema,
     ShapeError,
@@ -32,6 +33,11 @@ from lucid._core._C import (  # noqa: E402
     eye,
     from_numpy,
     full,
+    initial_seed,
+    normal,
+    randint,
+    get_num_threads,
+    set_num_threads,
     full_like,
     is_grad_enabled,
     linspace,
@@ -57,7 +63,8 @@ half, double = float16, float64
 __version__ = "0.1.0"
 
 __all__ = [
-    "AmpPolicy", "DType", "Device", "LucidError", "OpSchema", "ShapeError", "Tensor",
+    "AmpPolicy", "DType", "Device", "Generator", "LucidError", "get_num_threads", "initial_seed",
+    "normal", "randint", "set_num_threads", "OpSchema", "ShapeError", "Tensor",
     "UnsupportedDTypeError", "arange", "autograd", "backend_info", "bool_", "device", "empty",
     "empty_like", "enable_grad", "eye", "float16", "float32", "float64", "from_numpy", "full",
     "full_like", "int32", "int64", "is_grad_enabled", "linspace", "manual_seed", "no_grad",

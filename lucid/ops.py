@@ -50,6 +50,58 @@ from lucid._core._C import (  # noqa: E402
     unsqueeze,
 )
 
+# Binary arithmetic, comparisons and logical ops (binary.pxi, compare.pxi).
+from lucid._core._C import (  # noqa: E402
+    allclose,
+    atan2,
+    bitwise_not,
+    eq,
+    equal,
+    fmod,
+    ge,
+    gt,
+    hypot,
+    isfinite,
+    isinf,
+    isnan,
+    le,
+    logaddexp,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    lt,
+    maximum,
+    minimum,
+    ne,
+    remainder,
+    where,
+)
+
+# Reductions (reduce.pxi).
+from lucid._core._C import (  # noqa: E402
+    all,
+    amax,
+    amin,
+    any,
+    argmax,
+    argmin,
+    cumprod,
+    cumsum,
+    log_softmax,
+    logsumexp,
+    max,
+    min,
+    norm,
+    prod,
+    softmax,
+    std,
+    var,
+)
+
+# Element-wise ops with parameters (activation.pxi).
+from lucid._core._C import clamp, clip, elu, gelu, leaky_relu, nan_to_num  # noqa: E402
+
 globals().update({name: getattr(_C, name) for name in UNARY_OP_NAMES})
 
 __all__ = [
@@ -63,3 +115,15 @@ _SHAPE_OPS = [
     "split", "squeeze", "stack", "tile", "transpose", "unsqueeze",
 ]
 __all__ += _SHAPE_OPS
+
+_ELEMENTWISE_OPS = [
+    "allclose", "atan2", "bitwise_not", "eq", "equal", "fmod", "ge", "gt", "hypot", "isfinite",
+    "isinf", "isnan", "le", "logaddexp", "logical_and", "logical_not", "logical_or",
+    "logical_xor", "lt", "maximum", "minimum", "ne", "remainder", "where",
+]
+_REDUCTION_OPS = [
+    "all", "amax", "amin", "any", "argmax", "argmin", "cumprod", "cumsum", "log_softmax",
+    "logsumexp", "max", "min", "norm", "prod", "softmax", "std", "var",
+]
+__all__ += _ELEMENTWISE_OPS + _REDUCTION_OPS + [
+    "clamp", "clip", "elu", "gelu", "leaky_relu", "nan_to_num"]

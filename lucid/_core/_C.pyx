@@ -15,6 +15,7 @@ indirection. Read them in this order:
   shape.pxi     views, joins, indexing (__getitem__/__setitem__), gather/scatter
   linalg.pxi    matmul, dot, outer
   compare.pxi   comparisons, logical ops, where
+  activation.pxi element-wise ops with parameters: leaky_relu, elu, clamp, nan_to_num
   creation.pxi  zeros, ones, full, arange, rand, randn, ...
 """
 cimport numpy as cnp
@@ -39,4 +40,5 @@ include "reduce.pxi"
 include "shape.pxi"
 include "linalg.pxi"
 include "compare.pxi"
+include "activation.pxi"
 include "creation.pxi"

@@ -1,16 +1,55 @@
 # Creation functions and the global random stream.
 
-cdef object _RNG = np.random.default_rng()
+class Generator:
+    """A random stream (PCG64). Pass ``generator=`` to rand, randn, randint, normal
+    to draw from it instead of the global stream; the same seed gives the same values."""
+
+    def __init__(self, device="cpu"):
+        _check_device(device)
+        self._seed = int(np.random.SeedSequence().entropy % (1 << 63))
+        self._rng = np.random.Generator(np.random.PCG64(self._seed))
+
+    def manual_seed(self, seed):
+        seed = int(seed)
+        if seed < 0:
+            raise ValueError(f"seed must be non-negative, got {seed}")
+        self._seed = seed
+        self._rng = np.random.Generator(np.random.PCG64(seed))
+        return self
+
+    def seed(self):
+        """Reseed from fresh entropy; returns the new seed."""
+        self.manual_seed(int(np.random.SeedSequence().entropy % (1 << 63)))
+        return self._seed
+
+    def initial_seed(self):
+        return self._seed
+
+    def get_state(self):
+        return self._rng.bit_generator.state
+
+    def set_state(self, state):
+        self._rng.bit_generator.state = state
+        return self
+
+    @property
+    def device(self):
+        return _CPU
+
+    def __repr__(self):
+        return f"<lucid.Generator seed={self._seed}>"
+
+
+_default_generator = Generator()
 
 
 def manual_seed(seed):
-    """Seed lucid's global random stream (rand, randn) for reproducible results."""
-    global _RNG
-    seed = int(seed)
-    if seed < 0:
-        raise ValueError(f"seed must be non-negative, got {seed}")
-    _RNG = np.random.Generator(np.random.PCG64(seed))
-    return _RNG
+    """Seed lucid's global random stream (rand, randn, randint, normal)."""
+    return _default_generator.manual_seed(seed)
+
+
+def initial_seed():
+    return _default_generator.initial_seed()
 
 
 cdef Tensor _finish(cnp.ndarray a, DType dt, object requires_grad, object dev):
@@ -126,7 +165,57 @@ def eye(n, m=None, *, dtype=None, device="cpu", requires_grad=False):
 
 
 cdef object _gen(object generator):
-    return _RNG if generator is None else generator
+    if generator is None:
+        return _default_generator._rng
+    if isinstance(generator, Generator):
+        return generator._rng
+    if isinstance(generator, np.random.Generator):
+        return generator
+    raise TypeError(f"generator must be a lucid.Generator, got {type(generator).__name__}")
+
+
+def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device="cpu",
+            requires_grad=False):
+    """Integers uniform on [low, high). ``randint(high, size)`` or ``randint(low, high, size)``."""
+    if size is None:
+        if high is None or isinstance(high, (tuple, list)):
+            low, high, size = 0, low, high
+        else:
+            raise TypeError("randint() needs a size, e.g. randint(0, 10, (3,))")
+    if high is None:
+        raise TypeError("randint() needs high")
+    if high <= low:
+        raise ValueError(f"randint(): high ({high}) must be greater than low ({low})")
+    cdef DType dt = _dt_or(dtype, int64)
+    a = _gen(generator).integers(low, high, size=_size_args((size,)) if not isinstance(
+        size, (int, np.integer)) else (int(size),), dtype=np.int64)
+    return _finish(a.astype(dt.numpy_dtype, copy=False), dt, requires_grad, device)
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device="cpu",
+           requires_grad=False):
+    """Normal samples; ``mean`` and ``std`` may be numbers or tensors (broadcast)."""
+    m = (<Tensor>mean)._data if isinstance(mean, Tensor) else mean
+    s = (<Tensor>std)._data if isinstance(std, Tensor) else std
+    if np.any(np.asarray(s) < 0):
+        raise ValueError("normal(): std must be non-negative")
+    cdef DType dt
+    if dtype is not None:
+        dt = as_dtype(dtype)
+    elif isinstance(mean, Tensor):
+        dt = (<Tensor>mean)._dtype
+    elif isinstance(std, Tensor):
+        dt = (<Tensor>std)._dtype
+    else:
+        dt = float32
+    if not dt.is_floating_point:
+        raise UnsupportedDTypeError(f"normal() needs a floating dtype, got {dt}")
+    if size is not None:
+        shape = _size_args((size,)) if not isinstance(size, (int, np.integer)) else (int(size),)
+    else:
+        shape = np.broadcast_shapes(np.shape(m), np.shape(s))
+    z = _gen(generator).standard_normal(shape)
+    return _finish(_as_ndarray(m + s * z).astype(dt.numpy_dtype), dt, requires_grad, device)
 
 
 def rand(*size, generator=None, dtype=None, device="cpu", requires_grad=False):

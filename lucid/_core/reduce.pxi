@@ -362,7 +362,7 @@ cdef inline object _ax(tuple axes):
 
 cdef class ProdBackward(_ReduceNode):
     """Backward of prod: g times the product of all other elements (exact with zeros)."""
-    schema_v1 = _register("prod", "KeepInput", 1, saves_input=True, saves_output=True)
+    schema_v1 = _register("prod", "KeepInput", 1, saves_input=True, saves_output=False)
 
     cdef tuple _eager(self, cnp.ndarray g):
         x = self._x()
@@ -383,7 +383,8 @@ cdef class ProdBackward(_ReduceNode):
         if bool(np.any((<Tensor>x)._data == 0)):
             raise LucidError("graph-mode (create_graph=True) backward of prod is not "
                              "supported when the input contains zeros")
-        return self._k(g) * self._k(y) / x
+        axis = self._axes[0] if self._axes else None
+        return self._k(g) * (prod(x, axis, True) if axis is not None else prod(x)) / x
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None):
@@ -401,7 +402,6 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
     if _recording(x) and out_dt.is_floating_point:
         node = _reduce_node(ProdBackward, x, axes, keepdim)
         node._saved_x = _save(x, False)
-        node._saved_y = _save(y, True)
         _set_history(y, node)
     return y
 
@@ -426,7 +426,7 @@ cdef class AminBackward(AmaxBackward):
     schema_v1 = _register("amin", "KeepInput", 1, saves_input=True, saves_output=True)
 
 
-cdef Tensor _amax(object input, object dim, bint keepdim, bint is_max):
+cdef Tensor _amax(object input, object dim, bint keepdim, bint is_max, type cls=None):
     cdef Tensor x = _as_tensor(input)
     cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
     if cnp.PyArray_SIZE(x._data) == 0 and (axes is None or any(_shp(x._data)[a] == 0 for a in axes)):
@@ -435,7 +435,8 @@ cdef Tensor _amax(object input, object dim, bint keepdim, bint is_max):
     cdef Tensor y = _wrap(_store(r, x._dtype), x._dtype)
     cdef _ReduceNode node
     if _recording(x):
-        node = _reduce_node(AmaxBackward if is_max else AminBackward, x, axes, keepdim)
+        node = _reduce_node(cls if cls is not None else (AmaxBackward if is_max else AminBackward),
+                            x, axes, keepdim)
         node._saved_x = _save(x, False)
         node._saved_y = _save(y, True)
         _set_history(y, node)
@@ -452,31 +453,37 @@ def amin(input, dim=(), keepdim=False):
     return _amax(input, dim, keepdim, False)
 
 
-cdef class MaxBackward(_ReduceNode):
-    """Backward of max/min along a dim: g goes to the selected index only (as PyTorch)."""
-    schema_v1 = _register("max", "KeepInput", 1)
-    cdef cnp.ndarray _indices     # keepdim-shaped int64, not a tensor: nothing to version
+cdef class MaxBackward(AmaxBackward):
+    """Backward of max/min. Along a dim, g goes to the selected index only; over all
+    elements, the tied extremes share it evenly (both as PyTorch). The dim variant
+    keeps the indices (an ndarray: nothing to version), the full one x and the result."""
+    schema_v1 = _register("max", "KeepInput", 1, saves_input=True, saves_output=True)
+    cdef cnp.ndarray _indices
 
     cdef tuple _eager(self, cnp.ndarray g):
+        if self._indices is None:
+            return AmaxBackward._eager(self, g)
         out = np.zeros(self._in_shape, dtype=g.dtype)
         np.put_along_axis(out, self._indices, self._k(g), axis=self._axes[0])
         return (out,)
 
     def grad_formula_impl(self, g, x, y):
+        if self._indices is None:
+            return AmaxBackward.grad_formula_impl(self, g, x, y)
         mask = np.zeros(self._in_shape, dtype=bool)
         np.put_along_axis(mask, self._indices, True, axis=self._axes[0])
         return where(_wrap(mask, bool_), self._k(g), 0.0)
 
 
 cdef class MinBackward(MaxBackward):
-    schema_v1 = _register("min", "KeepInput", 1)
+    schema_v1 = _register("min", "KeepInput", 1, saves_input=True, saves_output=True)
 
 
 cdef object _max_min(object input, object dim, bint keepdim, bint is_max):
     if isinstance(dim, Tensor):
         return maximum(input, dim) if is_max else minimum(input, dim)
     if dim is None:
-        return _amax(input, None, False, is_max)
+        return _amax(input, None, False, is_max, MaxBackward if is_max else MinBackward)
     cdef Tensor x = _as_tensor(input)
     cdef int d = _norm_dim(dim, cnp.PyArray_NDIM(x._data))
     if cnp.PyArray_NDIM(x._data) == 0:
