@@ -24,7 +24,7 @@ def render_templates():
         src = os.path.join(HERE, CORE, tp)
         dst = src[: -len(".tp")]
         with open(src) as f:
-            text = tempita_sub(f.read(), UNARY=table["UNARY"])
+            text = tempita_sub(f.read(), UNARY=table["UNARY"], ACCELERATE=table["ACCELERATE"])
         old = open(dst).read() if os.path.exists(dst) else None
         if text != old:  # keep mtimes stable so unchanged builds stay incremental
             with open(dst, "w") as f:
@@ -37,16 +37,18 @@ render_templates()
 # whole process. These two flags are what gcc needs to call libmvec; they only
 # drop errno writes and the assumption that FP ops may trap. -fopenmp covers
 # `omp simd` and the threads of large kernels (cython.parallel.prange).
-c_flags = ["-fopenmp", "-fno-math-errno", "-fno-trapping-math"]
+# macOS (untested here): Apple clang has no OpenMP runtime, so -fopenmp-simd only
+# (prange then runs on one thread) and Accelerate supplies the vForce functions.
+if sys.platform == "darwin":
+    c_flags = ["-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math"]
+    extra_link = ["-framework", "Accelerate"]
+else:
+    c_flags = ["-fopenmp", "-fno-math-errno", "-fno-trapping-math"]
+    extra_link = ["-fopenmp"]
 c_flags += ["-O0", "-g"] if DEBUG else ["-O3"]
-libraries = []
-if sys.platform.startswith("linux"):
-    libraries = ["mvec", "m"]
+libraries = ["mvec", "m"] if sys.platform.startswith("linux") else []
 
-sources = [os.path.join(CORE, "_C.pyx")]
-if sys.platform != "darwin":
-    sources.append(os.path.join(CORE, "src", "lucid_vforce.c"))
-extra_link = ["-framework", "Accelerate"] if sys.platform == "darwin" else ["-fopenmp"]
+sources = [os.path.join(CORE, "_C.pyx"), os.path.join(CORE, "src", "lucid_vforce.c")]
 
 ext = Extension(
     "lucid._core._C",

@@ -13,11 +13,11 @@
  * where s is the tensor the op saves (its input x or its output y). Ops with a
  * zero gradient (floor, sign, ...) have no backward kernel.
  *
- * On macOS the forward entry points map to Accelerate (vForce); elsewhere they
- * are lucid's own loops in src/lucid_vforce.c, which gcc turns into calls to
- * glibc's vector math library (libmvec) with SSE / AVX2 / AVX-512 clones
- * chosen once at load time. The macOS branch cannot be built on our Linux
- * machines and is untested.
+ * On macOS the forward entry points of the rows in optable.ACCELERATE are
+ * Accelerate's vForce functions; elsewhere they are lucid's own loops in
+ * src/lucid_vforce.c, which gcc turns into calls to glibc's vector math library
+ * (libmvec) with SSE / AVX2 / AVX-512 clones chosen once at load time. The
+ * macOS branch cannot be built on our Linux machines and is untested.
  */
 #ifndef LUCID_VFORCE_H
 #define LUCID_VFORCE_H

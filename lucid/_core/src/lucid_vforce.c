@@ -9,6 +9,8 @@
  *   never use (it breaks inf/nan and sets flush-to-zero process-wide).
  * - target_clones builds baseline (SSE2), AVX2 and AVX-512 versions of every
  *   loop; the loader picks one once (ifunc).
+ * - On macOS the forward of the rows in optable.ACCELERATE calls vForce directly;
+ *   everything else is the same loops (untested: we have no macOS machine).
  * - Every element goes through the vector variant: the loop runs over fixed
  *   blocks of LV_BLOCK elements and the last partial block is padded into a
  *   stack buffer and sent through the same vector body. No element ever goes
@@ -22,7 +24,7 @@
 #include "lucid_vforce.h"
 
 #if defined(__APPLE__)
-#error "on macOS the entry points come from Accelerate; this file is not compiled there"
+#include <Accelerate/Accelerate.h>   /* vForce: the forward of the rows in optable.ACCELERATE */
 #endif
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
@@ -285,7 +287,20 @@ static inline float lv_erfinvf(float x)
 #define LV_OP_X(name, ffn, dfn, grad) LV_OP(name, ffn, dfn, x, grad)
 #define LV_OP_Y(name, ffn, dfn, grad) LV_OP(name, ffn, dfn, y, grad)
 #define LV_OP_0(name, ffn, dfn, grad) LV_MAP1(lucid_v##name##f, float, ffn(v)) LV_MAP1(lucid_v##name, double, dfn(v))
+#if defined(__APPLE__)
+/* A thin mapping: the forward entry point is the vForce function itself. */
+#define LV_VV_FWD(name, vvf, vvd)                                                        \
+    void lucid_v##name##f(float *y, const float *x, const int *n) { vvf(y, x, n); }     \
+    void lucid_v##name(double *y, const double *x, const int *n) { vvd(y, x, n); }
+#define LV_VV_X(name, vvf, vvd, grad) LV_VV_FWD(name, vvf, vvd)                          \
+    LV_MAP2(lucid_v##name##_gradf, float, x, grad) LV_MAP2(lucid_v##name##_grad, double, x, grad)
+#define LV_VV_Y(name, vvf, vvd, grad) LV_VV_FWD(name, vvf, vvd)                          \
+    LV_MAP2(lucid_v##name##_gradf, float, y, grad) LV_MAP2(lucid_v##name##_grad, double, y, grad)
+#define LV_VV_0(name, vvf, vvd, grad) LV_VV_FWD(name, vvf, vvd)
+LUCID_UNARY_OPS_APPLE
+#else
 LUCID_UNARY_OPS
+#endif
 #undef LV_OP_X
 #undef LV_OP_Y
 #undef LV_OP_0
