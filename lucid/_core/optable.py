@@ -265,23 +265,21 @@ ACCELERATE = {
 #               node, promote
 # =====================================================================================
 
-import math as _math
-
-import numpy as _np
-
-
+# Reference helpers (NumPy/SciPy imported on call: this module stays import-free).
 def _np_scatter_add(a, dim, index, src):
-    out = _np.array(a, copy=True)
-    idx = list(_np.indices(index.shape))
+    import numpy as np
+    out = np.array(a, copy=True)
+    idx = list(np.indices(index.shape))
     idx[dim] = index
-    _np.add.at(out, tuple(idx), src[tuple(slice(0, n) for n in index.shape)])
+    np.add.at(out, tuple(idx), src[tuple(slice(0, n) for n in index.shape)])
     return out
 
 
 def _np_vnorm(a, p, dim=None, keepdim=False):
-    if p == _math.inf:
-        return _np.max(_np.abs(a), axis=dim, keepdims=keepdim)
-    return _np.sum(_np.abs(a) ** p, axis=dim, keepdims=keepdim) ** (1.0 / p)
+    import numpy as np
+    if p == float("inf"):
+        return np.max(np.abs(a), axis=dim, keepdims=keepdim)
+    return np.sum(np.abs(a) ** p, axis=dim, keepdims=keepdim) ** (1.0 / p)
 
 
 def _np_logsumexp(a, dim, keepdim=False):
@@ -290,12 +288,14 @@ def _np_logsumexp(a, dim, keepdim=False):
 
 
 def _np_softmax(a, dim):
-    e = _np.exp(a - _np.max(a, axis=dim, keepdims=True))
-    return e / _np.sum(e, axis=dim, keepdims=True)
+    import numpy as np
+    e = np.exp(a - np.max(a, axis=dim, keepdims=True))
+    return e / np.sum(e, axis=dim, keepdims=True)
 
 
 def _np_gelu_tanh(a):
-    return 0.5 * a * (1 + _np.tanh(_np.sqrt(2 / _np.pi) * (a + 0.044715 * a ** 3)))
+    import numpy as np
+    return 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a ** 3)))
 
 
 REF_HELPERS = dict(scatter_add=_np_scatter_add, vnorm=_np_vnorm, logsumexp=_np_logsumexp,
@@ -358,15 +358,20 @@ def _logical(name):
 
 
 _RED = (2, 3, 4)
+_NO_GG_ZEROS = {"gradgrad": "graph-mode (create_graph=True) backward of prod/cumprod raises "
+                            "LucidError when the input contains zeros"}
 
 
 def _reduction(name, call, ref, torch=Ellipsis, tuple_dims=True, full=True, empty=True,
-               kind=_F, extra=(), **kw):
+               kind=_F, extra=(), ref0d="a", zero_d=None, **kw):
     """Rows for ``f(a, dim=dim, keepdim=keepdim)``: full, int dim, negative dim, tuple dims,
-    keepdim both ways, 0-d input and (where PyTorch allows) empty input."""
+    keepdim both ways, 0-d input and (where PyTorch allows) empty input.  ``ref0d`` is the
+    reference on a 0-d input (NumPy has no axis 0 there); ``zero_d`` overrides fields of
+    the 0-d variant."""
     variants = [_v("dim1", args=dict(dim=1, keepdim=False)),
                 _v("dim-1_keep", args=dict(dim=-1, keepdim=True)),
-                _v("0d", ("a", (), kind), args=dict(dim=0, keepdim=False))]
+                _v("0d", ("a", (), kind), args=dict(dim=0, keepdim=False), ref=ref0d,
+                   **(zero_d or {}))]
     if full:
         variants.insert(0, _v("full_keep", args=dict(dim=None, keepdim=True)))
     if tuple_dims:
@@ -409,6 +414,8 @@ OPS = [
                   _v("p-1.5", ("a", (3, 4), _POS), args=dict(p=-1.5)),
                   _v("p0.5_0d", ("a", (), _POS), args=dict(p=0.5)),
                   _v("p2_empty", ("a", (0, 2), _F), args=dict(p=2)),
+                  _v("p2.0_neg_base", ("a", (3, 4), (-2.0, -0.5)), args=dict(p=2.0)),
+                  _v("p0", args=dict(p=0)),
                   _v("operator", ("a", (3, 4), _F), args=dict(p=2),
                      **_same("a ** p"))]),
     _op("pow_tensor", "lucid.pow(a, b)", "np.power(a, b)",
@@ -442,6 +449,9 @@ OPS = [
                   _v("scalar_other", ("c", (3, 4), "bool"), ("a", (3, 4), _F),
                      call="lucid.where(c, a, 0.5)", ref="np.where(c, a, 0.5)",
                      torch="torch.where(c, a, 0.5)"),
+                  _v("scalar_input", ("c", (3, 4), "bool"), ("b", (3, 4), _F),
+                     call="lucid.where(c, -1.5, b)", ref="np.where(c, -1.5, b)",
+                     torch="torch.where(c, -1.5, b)"),
                   _v("0d", ("c", (), "bool"), ("a", (), _F), ("b", (), _F)),
                   _v("empty", ("c", (0, 4), "bool"), ("a", (0, 4), _F), ("b", (4,), _F))]),
     # -- comparisons and logical ---------------------------------------------------------
@@ -491,7 +501,8 @@ OPS = [
     _op("gelu", "lucid.gelu(a, approximate=approx)", "0.5 * a * sp.erfc(-a / np.sqrt(2))",
         [("a", (3, 4), (-4.0, 4.0))], torch="torch.nn.functional.gelu(a, approximate=approx)",
         grad=True, args=dict(approx="none"),
-        variants=[_v("tanh", args=dict(approx="tanh"), ref="gelu_tanh(a)"),
+        variants=[_v("tanh", args=dict(approx="tanh"), ref="gelu_tanh(a)",
+                     node="GeluTanhBackward", op="gelu_tanh"),
                   _v("method", call="a.gelu()", torch="torch.nn.functional.gelu(a)"),
                   _v("0d", ("a", (), _F))]),
     # -- reductions ----------------------------------------------------------------------
@@ -506,18 +517,21 @@ OPS = [
     # torch.prod takes one int dim; full reduction is prod(a)
     _reduction("prod", "lucid.prod(a, dim=dim, keepdim=keepdim)",
                "np.prod(a, axis=dim, keepdims=keepdim)",
-               torch="torch.prod(a) if dim is None else torch.prod(a, dim=dim, keepdim=keepdim)",
+               torch="(torch.prod(a).reshape((1,) * a.ndim if keepdim else ()) if dim is None "
+                     "else torch.prod(a, dim=dim, keepdim=keepdim))",
                tuple_dims=False, kind=(-1.5, 1.5), avoid=[0.0],
                extra=[_v("one_zero", ("a", None, [[0.5, 0.0, -1.5], [1.2, -0.7, 0.9]]),
-                         args=dict(dim=1, keepdim=False)),
-                      _v("one_zero_full", ("a", None, [[0.5, 0.0, -1.5], [1.2, -0.7, 0.9]])),
+                         args=dict(dim=1, keepdim=False), limits=_NO_GG_ZEROS),
+                      _v("one_zero_full", ("a", None, [[0.5, 0.0, -1.5], [1.2, -0.7, 0.9]]),
+                         limits=_NO_GG_ZEROS),
                       _v("two_zeros", ("a", None, [[0.5, 0.0, 0.0], [1.2, -0.7, 0.9]]),
-                         args=dict(dim=1, keepdim=False))]),
+                         args=dict(dim=1, keepdim=False), limits=_NO_GG_ZEROS)]),
     _op("max", "lucid.max(a)", "np.max(a)", [("a", _RED, _F)], grad=True, distinct=True,
         variants=[_v("0d", ("a", (), _F)), _v("method", **_same("a.max()", ref="np.max(a)"))]),
     _reduction("max_dim", "lucid.max(a, dim=dim, keepdim=keepdim).values",
                "np.max(a, axis=dim, keepdims=keepdim)", op="max", full=False,
                tuple_dims=False, empty=False, distinct=True,
+               zero_d=dict(node="CloneBackward", op="clone"),
                extra=[_v("indices", grad=False,
                          call="lucid.max(a, dim=dim, keepdim=keepdim).indices",
                          torch="torch.max(a, dim=dim, keepdim=keepdim).indices",
@@ -527,24 +541,26 @@ OPS = [
     _reduction("min_dim", "lucid.min(a, dim=dim, keepdim=keepdim).values",
                "np.min(a, axis=dim, keepdims=keepdim)", op="min", full=False,
                tuple_dims=False, empty=False, distinct=True,
+               zero_d=dict(node="CloneBackward", op="clone"),
                extra=[_v("indices", grad=False,
                          call="lucid.min(a, dim=dim, keepdim=keepdim).indices",
                          torch="torch.min(a, dim=dim, keepdim=keepdim).indices",
                          ref="np.argmin(a, axis=dim, keepdims=keepdim)")]),
     _reduction("amax", "lucid.amax(a, dim=dim, keepdim=keepdim)",
-               "np.amax(a, axis=dim, keepdims=keepdim)", empty=False, distinct=True,
+               "np.amax(a, axis=dim if dim != () else None, keepdims=keepdim)", empty=False, distinct=True,
                args=dict(dim=())),
     _reduction("amin", "lucid.amin(a, dim=dim, keepdim=keepdim)",
-               "np.amin(a, axis=dim, keepdims=keepdim)", empty=False, distinct=True,
+               "np.amin(a, axis=dim if dim != () else None, keepdims=keepdim)", empty=False, distinct=True,
                args=dict(dim=())),
     _reduction("argmax", "lucid.argmax(a, dim=dim, keepdim=keepdim)",
-               "np.argmax(a, axis=dim, keepdims=keepdim)", tuple_dims=False, empty=False,
+               "np.argmax(a, axis=dim, keepdims=keepdim)", tuple_dims=False, empty=False, ref0d="0",
                grad=False, distinct=True),
     _reduction("argmin", "lucid.argmin(a, dim=dim, keepdim=keepdim)",
-               "np.argmin(a, axis=dim, keepdims=keepdim)", tuple_dims=False, empty=False,
+               "np.argmin(a, axis=dim, keepdims=keepdim)", tuple_dims=False, empty=False, ref0d="0",
                grad=False, distinct=True),
     _reduction("var", "lucid.var(a, dim=dim, correction=c, keepdim=keepdim)",
                "np.var(a, axis=dim, ddof=c, keepdims=keepdim)", empty=False,
+               ref0d="a * np.nan",
                args=dict(c=1), extra=[_v("c0", args=dict(dim=1, keepdim=False, c=0)),
                                       _v("c0_full", args=dict(dim=None, keepdim=False, c=0)),
                                       _v("unbiased_false",
@@ -553,34 +569,46 @@ OPS = [
                                          ref="np.var(a, axis=1)")]),
     _reduction("std", "lucid.std(a, dim=dim, correction=c, keepdim=keepdim)",
                "np.std(a, axis=dim, ddof=c, keepdims=keepdim)", empty=False,
-               args=dict(c=1), extra=[_v("c0", args=dict(dim=(0, 1), keepdim=True, c=0))]),
+               ref0d="a * np.nan",
+               args=dict(c=1), extra=[_v("c0", args=dict(dim=(0, 1), keepdim=True, c=0)),
+                                      # torch: zero gradient where the std is 0
+                                      _v("constant_row", ("a", None, [[0.5, 0.5, 0.5],
+                                                                      [1.0, -2.0, 0.25]]),
+                                         args=dict(dim=1, keepdim=False),
+                                         limits={"gradgrad": "std is not twice differentiable "
+                                                             "where the variance is 0"})]),
     _reduction("logsumexp", "lucid.logsumexp(a, dim=dim, keepdim=keepdim)",
-               "logsumexp(a, dim, keepdim)", full=False, empty=False, kind=(-5.0, 5.0)),
+               "logsumexp(a, dim, keepdim)", full=False, empty=False, kind=(-5.0, 5.0),
+               extra=[_v("large", ("a", _RED, (500.0, 1000.0)), args=dict(dim=1, keepdim=False)),
+                      _v("very_negative", ("a", _RED, (-1000.0, -500.0)),
+                         args=dict(dim=(0, 2), keepdim=False))]),
     _reduction("norm", "lucid.norm(a, p=p, dim=dim, keepdim=keepdim)", "vnorm(a, p, dim, keepdim)",
-               empty=False, avoid=[0.0], args=dict(p=2),
+               empty=False, ref0d="np.abs(a)", avoid=[0.0], args=dict(p=2),
                extra=[_v("p1", args=dict(p=1, dim=1, keepdim=False)),
                       _v("p3", args=dict(p=3, dim=(0, 2), keepdim=False)),
                       _v("p3_full", args=dict(p=3, dim=None, keepdim=False)),
-                      _v("pinf", args=dict(p=_math.inf, dim=-1, keepdim=True), distinct=True),
-                      _v("pinf_full", args=dict(p=_math.inf, dim=None, keepdim=False),
+                      _v("pinf", args=dict(p=float("inf"), dim=-1, keepdim=True), distinct=True),
+                      _v("pinf_full", args=dict(p=float("inf"), dim=None, keepdim=False),
                          distinct=True),
                       _v("default", call="lucid.norm(a)", torch="torch.norm(a)",
                          ref="vnorm(a, 2)")]),
     _op("cumsum", "lucid.cumsum(a, dim=dim)", "np.cumsum(a, axis=dim)", [("a", _RED, _F)],
         grad=True, args=dict(dim=1),
-        variants=[_v("dim-1", args=dict(dim=-1)), _v("0d", ("a", (), _F), args=dict(dim=0)),
+        variants=[_v("dim-1", args=dict(dim=-1)), _v("0d", ("a", (), _F), args=dict(dim=0), ref="a"),
                   _v("empty", ("a", (2, 0), _F), args=dict(dim=1))]),
     _op("cumprod", "lucid.cumprod(a, dim=dim)", "np.cumprod(a, axis=dim)",
         [("a", _RED, (-1.5, 1.5))], grad=True, args=dict(dim=1), avoid=[0.0],
-        variants=[_v("dim-1", args=dict(dim=-1)), _v("0d", ("a", (), _F), args=dict(dim=0)),
+        variants=[_v("dim-1", args=dict(dim=-1)), _v("0d", ("a", (), _F), args=dict(dim=0), ref="a"),
                   _v("one_zero", ("a", None, [[0.5, 0.0, -1.5, 2.0], [1.2, -0.7, 0.9, 0.0]]),
-                     args=dict(dim=1))]),
+                     args=dict(dim=1), limits=_NO_GG_ZEROS)]),
     _op("softmax", "lucid.softmax(a, dim=dim)", "softmax(a, dim)", [("a", _RED, (-5.0, 5.0))],
         grad=True, args=dict(dim=1),
-        variants=[_v("dim-1", args=dict(dim=-1)), _v("0d", ("a", (), _F), args=dict(dim=0))]),
+        variants=[_v("dim-1", args=dict(dim=-1)), _v("0d", ("a", (), _F), args=dict(dim=0), ref="np.ones_like(a)"),
+                  _v("large", ("a", _RED, (500.0, 1000.0)))]),
     _op("log_softmax", "lucid.log_softmax(a, dim=dim)", "np.log(softmax(a, dim))",
         [("a", _RED, (-5.0, 5.0))], grad=True, args=dict(dim=1),
-        variants=[_v("dim-1", args=dict(dim=-1)), _v("0d", ("a", (), _F), args=dict(dim=0))]),
+        variants=[_v("dim-1", args=dict(dim=-1)), _v("0d", ("a", (), _F), args=dict(dim=0), ref="np.zeros_like(a)"),
+                  _v("large", ("a", _RED, (500.0, 1000.0)))]),
     _reduction("all", "lucid.all(a, dim=dim, keepdim=keepdim)",
                "np.all(a, axis=dim, keepdims=keepdim)", kind="bool", grad=False,
                torch="torch.all(a) if dim is None and not keepdim else "
@@ -595,9 +623,9 @@ OPS = [
     _shape("reshape", "lucid.reshape(a, (4, -1))", "np.reshape(a, (4, -1))",
            variants=[_v("method", **_same("a.reshape(2, 6)", ref="np.reshape(a, (2, 6))")),
                      _v("to_0d", ("a", (1, 1), _F), call="lucid.reshape(a, ())",
-                        ref="np.reshape(a, ())"),
-                     _v("empty", ("a", (0, 4), _F), call="lucid.reshape(a, (2, 0, -1))",
-                        ref="np.reshape(a, (2, 0, -1))")]),
+                        torch="torch.reshape(a, ())", ref="np.reshape(a, ())"),
+                     _v("empty", ("a", (0, 4), _F), call="lucid.reshape(a, (2, 0, 5))",
+                        torch="torch.reshape(a, (2, 0, 5))", ref="np.reshape(a, (2, 0, 5))")]),
     _shape("view", "a.view(4, 3)", "np.reshape(a, (4, 3))", op="reshape",
            node="ReshapeBackward", torch="a.view(4, 3)",
            variants=[_v("flat", call="a.view(-1)", torch="a.view(-1)", ref="np.reshape(a, -1)")]),
@@ -611,11 +639,10 @@ OPS = [
            variants=[_v("all", call="lucid.squeeze(a)", torch="torch.squeeze(a)",
                         ref="np.squeeze(a)"),
                      _v("tuple", args=dict(dim=(1, 3))),
-                     _v("noop", args=dict(dim=0))]),
+                     _v("noop", args=dict(dim=0), ref="a")]),
     _shape("unsqueeze", "lucid.unsqueeze(a, dim)", "np.expand_dims(a, dim)", args=dict(dim=0),
            variants=[_v("last", args=dict(dim=-1)), _v("0d", ("a", (), _F))]),
     _shape("transpose", "lucid.transpose(a, 0, 2)", "np.swapaxes(a, 0, 2)", shape=(2, 3, 4),
-           node="PermuteBackward", op="permute",
            variants=[_v("method_neg", **_same("a.transpose(-1, 0)", ref="np.swapaxes(a, -1, 0)"))]),
     _shape("permute", "a.permute(2, 0, 1)", shape=(2, 3, 4), ref="np.transpose(a, (2, 0, 1))",
            torch="a.permute(2, 0, 1)",
@@ -682,7 +709,9 @@ OPS = [
            inputs=[("a", (3, 4), _F), ("i", (3, 5), "int:0:4"), ("s", (3, 5), _F)],
            grad_inputs=["a", "s"],
            variants=[_v("src_larger", ("a", (3, 4), _F), ("i", (2, 3), "int:0:4"),
-                        ("s", (3, 5), _F))]),
+                        ("s", (3, 5), _F),
+                        limits={"torch_grad": "torch's own ScatterAddBackward0 rejects src larger "
+                                              "than index"})]),
     _shape("index_select", "lucid.index_select(a, 1, i)", "np.take(a, i, axis=1)",
            inputs=[("a", (3, 4), _F), ("i", None, [3, 0, 3, 1])], grad_inputs=["a"],
            variants=[_v("dim0", ("a", (3, 4), _F), ("i", None, [2, 2]),
