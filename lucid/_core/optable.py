@@ -179,6 +179,10 @@ UNARY = [
          "GELU, tanh approximation (gelu(x, approximate='tanh')).", torch="",
          # the cubic's rounding is amplified by |2u| in the far negative tail
          max_ulp={"float64": 128}),
+    _row("softsign", "Promote", "x", ("lv_softsignf", "lv_softsign"),
+         "g / (((T)1 + FABS(x)) * ((T)1 + FABS(x)))", "g / ((1 + abs(x)) * (1 + abs(x)))",
+         "x / (1 + np.abs(x))", "x / (1 + fabs(x))", (-10.0, 10.0),
+         "x / (1 + |x|).", torch="nn.functional.softsign"),
     # -- piecewise: kinks follow PyTorch (abs'(0) = 0, sign/round/... have zero gradient) --
     _row("abs", "Promote", "x", ("fabsf", "fabs"), "g * SIGN(x)", "g * sign(x)",
          "np.abs(x)", "fabs(x)", (-10.0, 10.0), "Absolute value; abs'(0) = 0."),

@@ -92,6 +92,7 @@ LV_FN(sign, return (T)(x > 0) - (T)(x < 0);)
 /* One exp, no overflow: t = e^-|x| in (0, 1]. */
 LV_FN(sigmoid, T t = EXP(-FABS(x)); T r = (T)1 / ((T)1 + t); return x >= 0 ? r : t * r;)
 LV_FN(softplus, return (x > 0 ? x : (T)0) + LOG1P(EXP(-FABS(x)));)
+LV_FN(softsign, return FABS(x) == (T)INFINITY ? (x > 0 ? (T)1 : (T)-1) : x / ((T)1 + FABS(x));)
 /* silu(-inf) is the limit -0, not -inf * 0. */
 LV_FN(silu, T r = x * lv_sigmoid_g(x); return x == -(T)INFINITY ? -(T)0 : r;)
 
