@@ -39,43 +39,10 @@ KINDS = ("forward", "torch", "torch_grad", "gradcheck", "gradgrad", "noncontig",
 
 # Library bugs found by this suite: {row name or "row[variant]": {test kind: reason}}.
 # Strict xfails: remove the entry once the library is fixed.
-_ZERO_D_AXIS = "AxisError: axis 0 is out of bounds for array of dimension 0"
-_CLAMP_PROMOTE = "clamp with float64 tensor bounds on a float32 input stays float32 (torch: float64)"
-_NUMPY_SCALAR = "TypeError: Cannot convert numpy.float64 to numpy.ndarray"
-BUGS = {
-    # lucid.prod(lucid.tensor(1.5), dim=0) -> AxisError (torch: 0-d result 1.5)
-    "prod[0d]": dict.fromkeys(["forward", "torch", "torch_grad", "gradcheck", "gradgrad", "node"],
-                              "prod(0-d, dim=0) raises " + _ZERO_D_AXIS),
-    # lucid.prod(lucid.ones((2, 0, 3), requires_grad=True), dim=1).sum().backward() -> IndexError
-    "prod[empty]": dict.fromkeys(["torch_grad", "gradcheck"],
-                                 "ProdBackward on an empty reduced dim raises IndexError"),
-    # lucid.argmax(lucid.ones((2, 3)), dim=None, keepdim=True).shape == () (torch: (1, 1))
-    "argmax[full_keep]": dict.fromkeys(["forward", "torch"],
-                                       "argmax(dim=None, keepdim=True) ignores keepdim"),
-    "argmin[full_keep]": dict.fromkeys(["forward", "torch"],
-                                       "argmin(dim=None, keepdim=True) ignores keepdim"),
-    # lucid.norm(lucid.tensor(1.5)) -> TypeError
-    "norm[0d]": dict.fromkeys(["forward", "torch", "torch_grad", "gradcheck", "gradgrad", "node"],
-                              "norm of a 0-d tensor raises " + _NUMPY_SCALAR),
-    # x = lucid.tensor(1.5, requires_grad=True); lucid.cumsum(x, 0).backward() -> AxisError
-    "cumsum[0d]": dict.fromkeys(["torch_grad", "gradcheck", "gradgrad"],
-                                "CumsumBackward on a 0-d input raises " + _ZERO_D_AXIS),
-    # cumprod(0-d, 0) with create_graph=True -> AxisError
-    "cumprod[0d]": {"gradgrad": "graph-mode CumprodBackward on a 0-d input raises " + _ZERO_D_AXIS},
-    # a, b = 0-d leaves; lucid.autograd.grad([lucid.stack([a, b])], [a, b], [g]) -> TypeError
-    "stack[0d]": {"gradcheck": "autograd.grad through StackBackward to 0-d leaves raises "
-                               + _NUMPY_SCALAR},
-    # with no_grad(): lucid.max(x0d, dim=0).values is x0d (the input itself, requires_grad)
-    "max_dim[0d]": {"node": "max(0-d, dim=0).values under no_grad returns the input object"},
-    "min_dim[0d]": {"node": "min(0-d, dim=0).values under no_grad returns the input object"},
-    # x = lucid.tensor([[0.5, 0.5, 0.5]], requires_grad=True); lucid.std(x, dim=1).sum().backward()
-    # -> x.grad is nan (torch: 0 where the std is 0)
-    "std[constant_row]": dict.fromkeys(["torch_grad", "gradcheck"],
-                                       "std backward gives nan where the std is 0 (torch: 0)"),
-    # lucid.clamp(f32 (3,4), min=f64 (4,)).dtype is float32 (torch: float64)
-    "clamp_tensor[base]": dict.fromkeys(["promote:lo", "promote:hi"], _CLAMP_PROMOTE),
-    "clamp_tensor[min_only]": {"promote:lo": _CLAMP_PROMOTE},
-}
+# (The 11 found when the suite was written are fixed: 0-d prod/norm/cumsum/cumprod,
+# empty prod backward, argmax keepdim, grad through stack of 0-d leaves, max(0-d, dim)
+# under no_grad, std backward at zero spread, clamp promotion.)
+BUGS = {}
 
 
 def _camel(name):

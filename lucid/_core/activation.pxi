@@ -151,6 +151,15 @@ cdef class ClampBackward(Node):
         return (gx, glo, ghi)
 
 
+cdef int _combine_codes(int code, Tensor x, Tensor tb, object sb):
+    """Fold one more operand into a result type computed for (x, ...)."""
+    cdef Tensor probe = _wrap(np.empty((1,) * _bi.max(1, cnp.PyArray_NDIM(x._data)),
+                                       dtype=(<DType>_DTYPES[code]).numpy_dtype), <DType>_DTYPES[code])
+    if cnp.PyArray_NDIM(x._data) == 0:
+        probe = _wrap(np.empty((), dtype=(<DType>_DTYPES[code]).numpy_dtype), <DType>_DTYPES[code])
+    return _result_code(probe, None, tb, None if tb is not None else sb)
+
+
 def clamp(input, min=None, max=None):
     """input limited to [min, max] (either bound may be None, a number or a tensor);
     where min > max the result is max, as PyTorch."""
@@ -159,6 +168,12 @@ def clamp(input, min=None, max=None):
     cdef Tensor x = _as_tensor(input)
     cdef Tensor tlo = <Tensor>min if isinstance(min, Tensor) else None
     cdef Tensor thi = <Tensor>max if isinstance(max, Tensor) else None
+    # the result type of (input, min, max), as PyTorch
+    cdef int code = _result_code(x, None, tlo, None if tlo is not None else min)
+    if thi is not None or max is not None:
+        code = _combine_codes(code, x, thi, max)
+    if code != x._dtype.code:
+        x = to_dtype(x, <DType>_DTYPES[code], False)
     a = x._data
     lo = tlo._data if tlo is not None else min
     hi = thi._data if thi is not None else max

@@ -324,6 +324,8 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
                 gi = grads[i]
                 if child is None or gi is None:
                     continue
+                if not create_graph and type(gi) is not cnp.ndarray:
+                    gi = _as_ndarray(gi)       # NumPy hands back scalars from 0-d arithmetic
                 if capture and child not in needed and child not in node_slot:
                     continue
                 if child in buffers:

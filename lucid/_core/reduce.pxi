@@ -366,6 +366,8 @@ cdef class ProdBackward(_ReduceNode):
 
     cdef tuple _eager(self, cnp.ndarray g):
         x = self._x()
+        if x.size == 0:
+            return (np.zeros(self._in_shape, dtype=g.dtype),)
         axis = self._axes[0] if self._axes else None
         xs = x.reshape(-1) if axis is None else x
         ax = 0 if axis is None else axis
@@ -393,8 +395,8 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
     cdef DType out_dt = as_dtype(dtype) if dtype is not None else (
         x._dtype if x._dtype.is_floating_point else int64)
     cdef tuple axes = None if dim is None else (_norm_dim(dim, cnp.PyArray_NDIM(x._data)),)
-    if axes == ():
-        axes = None
+    if cnp.PyArray_NDIM(x._data) == 0:
+        axes = None            # dim 0 of a 0-d tensor is the tensor itself, as PyTorch
     r = np.multiply.reduce(_compute_arr(x), axis=_ax(axes), keepdims=keepdim,
                            dtype=np.float32 if out_dt is float16 else out_dt.numpy_dtype)
     cdef Tensor y = _wrap(_store(r, out_dt), out_dt)
@@ -487,8 +489,7 @@ cdef object _max_min(object input, object dim, bint keepdim, bint is_max):
     cdef Tensor x = _as_tensor(input)
     cdef int d = _norm_dim(dim, cnp.PyArray_NDIM(x._data))
     if cnp.PyArray_NDIM(x._data) == 0:
-        return ValuesIndices(x if not _recording(x) else clone(x),
-                             _wrap(np.zeros((), dtype=np.int64), int64))
+        return ValuesIndices(clone(x), _wrap(np.zeros((), dtype=np.int64), int64))
     if _shp(x._data)[d] == 0:
         raise LucidError(f"{'max' if is_max else 'min'}(): cannot reduce over an empty dimension")
     idx = (np.argmax if is_max else np.argmin)(x._data, axis=d, keepdims=True)
@@ -520,7 +521,8 @@ def argmax(input, dim=None, keepdim=False):
     """Index of the largest element (flat if ``dim`` is None)."""
     cdef Tensor x = _as_tensor(input)
     if dim is None:
-        return _wrap(_as_ndarray(np.argmax(x._data)).astype(np.int64), int64)
+        r = _as_ndarray(np.argmax(x._data)).astype(np.int64)
+        return _wrap(r.reshape((1,) * x._data.ndim) if keepdim else r, int64)
     d = _norm_dim(dim, cnp.PyArray_NDIM(x._data))
     return _wrap(_as_ndarray(np.argmax(x._data, axis=d, keepdims=keepdim)).astype(np.int64), int64)
 
@@ -529,7 +531,8 @@ def argmin(input, dim=None, keepdim=False):
     """Index of the smallest element (flat if ``dim`` is None)."""
     cdef Tensor x = _as_tensor(input)
     if dim is None:
-        return _wrap(_as_ndarray(np.argmin(x._data)).astype(np.int64), int64)
+        r = _as_ndarray(np.argmin(x._data)).astype(np.int64)
+        return _wrap(r.reshape((1,) * x._data.ndim) if keepdim else r, int64)
     d = _norm_dim(dim, cnp.PyArray_NDIM(x._data))
     return _wrap(_as_ndarray(np.argmin(x._data, axis=d, keepdims=keepdim)).astype(np.int64), int64)
 
@@ -558,12 +561,16 @@ cdef class StdBackward(_ReduceNode):
     cdef tuple _eager(self, cnp.ndarray g):
         x = self._x()
         dev = x - np.mean(x, axis=_ax(self._axes), keepdims=True, dtype=x.dtype)
+        y = self._k(self._y())
         with np.errstate(divide="ignore", invalid="ignore"):
-            return self._done(self._k(g) * dev / (self._k(self._y()) * x.dtype.type(self._denom)))
+            r = self._k(g) * dev / (y * x.dtype.type(self._denom))
+        return self._done(np.where(y == 0, 0, r).astype(x.dtype, copy=False))   # 0 where std is 0, as PyTorch
 
     def grad_formula_impl(self, g, x, y):
         dev = x - mean(x, self._axes, True)
-        return self._k(g) * dev / (self._k(y) * self._denom)
+        yk = self._k(y)
+        safe = where(eq(yk, 0), 1.0, yk)
+        return where(eq(yk, 0), 0.0, self._k(g) * dev / (safe * self._denom))
 
 
 cdef object _var_std(object input, object dim, object unbiased, bint keepdim, object correction,
@@ -702,7 +709,7 @@ def norm(input, p="fro", dim=None, keepdim=False):
     else:
         pv = float(p)
     cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
-    a = np.abs(_compute_arr(x))
+    a = _as_ndarray(np.abs(_compute_arr(x)))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if pv == np.inf:
             r = np.max(a, axis=_ax(axes), keepdims=keepdim, initial=0)
@@ -737,10 +744,14 @@ cdef class CumsumBackward(_ReduceNode):
 
     cdef tuple _eager(self, cnp.ndarray g):
         d = self._axes[0]
+        if len(self._in_shape) == 0:
+            return (_store(g.copy(), self._in_dtype),)
         return (_store(np.flip(np.cumsum(np.flip(g, d), axis=d), d), self._in_dtype),)
 
     def grad_formula_impl(self, g, x, y):
         d = self._axes[0]
+        if len(self._in_shape) == 0:
+            return g
         return sum(g, d, True) - cumsum(g, d) + g
 
 
@@ -788,6 +799,8 @@ cdef class CumprodBackward(_ReduceNode):
             raise LucidError("graph-mode (create_graph=True) backward of cumprod is not "
                              "supported when the input contains zeros")
         d = self._axes[0]
+        if len(self._in_shape) == 0:
+            return g
         gy = g * y
         return (sum(gy, d, True) - cumsum(gy, d) + gy) / x
 
