@@ -33,8 +33,8 @@ def render_templates():
 
 render_templates()
 
-# No -ffast-math, ever: it breaks inf/nan handling and sets flush-to-zero for the
-# whole process. These two flags are what gcc needs to call libmvec; they only
+# Never the fast-math flags: they break inf/nan handling and set flush-to-zero for
+# the whole process. These two flags are what gcc needs to call libmvec; they only
 # drop errno writes and the assumption that FP ops may trap. -fopenmp covers
 # `omp simd` and the threads of large kernels (cython.parallel.prange).
 # macOS (untested here): Apple clang has no OpenMP runtime, so -fopenmp-simd only

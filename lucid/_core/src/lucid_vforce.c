@@ -5,7 +5,7 @@
  * - Functions declared `#pragma omp declare simd notinbranch` and loops marked
  *   `#pragma omp simd`, compiled with -fopenmp(-simd) -fno-math-errno
  *   -fno-trapping-math, make gcc call libmvec (_ZGVeN16v_expf, ...).
- *   glibc only declares those variants itself under -ffast-math, which we
+ *   glibc only declares those variants itself under fast-math, which we
  *   never use (it breaks inf/nan and sets flush-to-zero process-wide).
  * - target_clones builds baseline (SSE2), AVX2 and AVX-512 versions of every
  *   loop; the loader picks one once (ifunc).
