@@ -151,35 +151,40 @@ static inline float lv_geluf(float x)
  * refinement steps in double: Halley on erf(y) - a for a < 0.5, and for a >= 0.5
  * Newton on log(erfc(y)) - log(1 - a), which is nearly quadratic in y, so it
  * converges from the ~10% error the polynomial has in the float64 tail. */
+/* Giles' polynomial in w = -log(1 - a^2), for a = |x|: the starting point. */
+LV_FN(erfinv_start,
+    T a = FABS(x);
+    T w = -LOG((1 - a) * (1 + a));
+    T p;
+    if (w < 5) {
+        w -= (T)2.5;
+        p = (T)2.81022636e-08;
+        p = (T)3.43273939e-07 + p * w;
+        p = (T)-3.5233877e-06 + p * w;
+        p = (T)-4.39150654e-06 + p * w;
+        p = (T)0.00021858087 + p * w;
+        p = (T)-0.00125372503 + p * w;
+        p = (T)-0.00417768164 + p * w;
+        p = (T)0.246640727 + p * w;
+        p = (T)1.50140941 + p * w;
+    } else {
+        w = SQRT(w) - 3;
+        p = (T)-0.000200214257;
+        p = (T)0.000100950558 + p * w;
+        p = (T)0.00134934322 + p * w;
+        p = (T)-0.00367342844 + p * w;
+        p = (T)0.00573950773 + p * w;
+        p = (T)-0.0076224613 + p * w;
+        p = (T)0.00943887047 + p * w;
+        p = (T)1.00167406 + p * w;
+        p = (T)2.83297682 + p * w;
+    }
+    return p * a;)
+
 static inline double lv_erfinv(double x)
 {
     double a = fabs(x);
-    double w = -log((1.0 - a) * (1.0 + a));
-    double p;
-    if (w < 5.0) {
-        w -= 2.5;
-        p = 2.81022636e-08;
-        p = 3.43273939e-07 + p * w;
-        p = -3.5233877e-06 + p * w;
-        p = -4.39150654e-06 + p * w;
-        p = 0.00021858087 + p * w;
-        p = -0.00125372503 + p * w;
-        p = -0.00417768164 + p * w;
-        p = 0.246640727 + p * w;
-        p = 1.50140941 + p * w;
-    } else {
-        w = sqrt(w) - 3.0;
-        p = -0.000200214257;
-        p = 0.000100950558 + p * w;
-        p = 0.00134934322 + p * w;
-        p = -0.00367342844 + p * w;
-        p = 0.00573950773 + p * w;
-        p = -0.0076224613 + p * w;
-        p = 0.00943887047 + p * w;
-        p = 1.00167406 + p * w;
-        p = 2.83297682 + p * w;
-    }
-    double y = p * a;
+    double y = lv_erfinv_start(x);
     double la = log(1.0 - a);            /* exact argument: 1 - a is exact for a >= 0.5 */
     for (int k = 0; k < 4; k++) {
         double e2 = exp(y * y);
@@ -194,35 +199,12 @@ static inline double lv_erfinv(double x)
     y = a == 1.0 ? INFINITY : (a > 1.0 ? NAN : y);
     return copysign(y, x);
 }
+
+/* float32: one Newton step in float is enough (a float input cannot come close to 1). */
 static inline float lv_erfinvf(float x)
 {
     float a = fabsf(x);
-    float w = -logf((1.0f - a) * (1.0f + a));
-    float p;
-    if (w < 5.0f) {
-        w -= 2.5f;
-        p = 2.81022636e-08f;
-        p = 3.43273939e-07f + p * w;
-        p = -3.5233877e-06f + p * w;
-        p = -4.39150654e-06f + p * w;
-        p = 0.00021858087f + p * w;
-        p = -0.00125372503f + p * w;
-        p = -0.00417768164f + p * w;
-        p = 0.246640727f + p * w;
-        p = 1.50140941f + p * w;
-    } else {
-        w = sqrtf(w) - 3.0f;
-        p = -0.000200214257f;
-        p = 0.000100950558f + p * w;
-        p = 0.00134934322f + p * w;
-        p = -0.00367342844f + p * w;
-        p = 0.00573950773f + p * w;
-        p = -0.0076224613f + p * w;
-        p = 0.00943887047f + p * w;
-        p = 1.00167406f + p * w;
-        p = 2.83297682f + p * w;
-    }
-    float y = p * a;
+    float y = lv_erfinv_startf(x);
     float r = a < 0.5f ? erff(y) - a : (1.0f - a) - erfcf(y);
     y -= r * 0.88622693f * expf(y * y);
     y = a == 1.0f ? INFINITY : (a > 1.0f ? NAN : y);
