@@ -335,6 +335,18 @@ def _exact_chunk(task):
             n_ref += 1
             with np.errstate(all="ignore"):
                 r = float(t(fref(t(xi))))
+            if math.isnan(r) and math.isinf(xi):
+                # The numpy expression has no limit at +-inf (e.g. -inf * 0 in x * sigmoid(x));
+                # the function does: evaluate it far beyond the dtype's range instead.
+                for far in ("1e400", "1e40"):   # mpmath overflows internally on some at 1e400
+                    try:
+                        lim = fmp(mpf(far) if xi > 0 else -mpf(far))
+                    except (ZeroDivisionError, ValueError, OverflowError):
+                        continue
+                    if isinstance(lim, mpmath.mpf):
+                        rr, _, _ = _round_mpf(lim, p, emin, emax)
+                        r = float(rr)
+                        break
             rounded[i] = r
             frac[i] = 0.0
             uexp[i] = _ulp_exp(abs(r), p, emin) if math.isfinite(r) else 0

@@ -246,7 +246,9 @@ for _name in ("leaky_relu", "elu", "clamp", "clip", "nan_to_num", "gelu"):
     _add_tensor_method(_name, globals()[_name])
 _add_tensor_method("clamp_min", lambda self, min: clamp(self, min, None))
 _add_tensor_method("clamp_max", lambda self, max: clamp(self, None, max))
-for _name in ("isnan", "isinf", "isfinite", "logical_not", "where", "maximum", "minimum", "atan2",
+# x.where(condition, y) is where(condition, x, y), as PyTorch's Tensor.where
+_add_tensor_method("where", lambda self, condition, other: where(condition, self, other))
+for _name in ("isnan", "isinf", "isfinite", "logical_not", "maximum", "minimum", "atan2",
               "hypot", "logaddexp", "fmod", "remainder", "eq", "ne", "lt", "le", "gt", "ge",
               "logical_and", "logical_or", "logical_xor", "bitwise_not"):
     _add_tensor_method(_name, globals()[_name])

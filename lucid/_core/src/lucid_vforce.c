@@ -93,7 +93,9 @@ LV_FN(sign, return (T)(x > 0) - (T)(x < 0);)
 LV_FN(sigmoid, T t = EXP(-FABS(x)); T r = (T)1 / ((T)1 + t); return x >= 0 ? r : t * r;)
 LV_FN(softplus, return (x > 0 ? x : (T)0) + LOG1P(EXP(-FABS(x)));)
 LV_FN(softsign, return FABS(x) == (T)INFINITY ? (x > 0 ? (T)1 : (T)-1) : x / ((T)1 + FABS(x));)
-/* silu(-inf) is the limit -0, not -inf * 0. */
+/* silu(-inf) is the limit -0, not -inf * 0. Where e^x is subnormal (x < -87 in
+ * float32, -708 in float64) the result keeps only the bits e^x had: a documented
+ * limitation (docs/accuracy.md). */
 LV_FN(silu, T r = x * lv_sigmoid_g(x); return x == -(T)INFINITY ? -(T)0 : r;)
 
 /* Activations. Kinks follow PyTorch: relu'(0) = 0, and nan passes through. */
@@ -103,7 +105,13 @@ LV_FN(selu, return (T)1.0507009873554805 * (x > 0 ? x : (T)1.6732632423543772 * 
 /* (x + 3) / 6 rather than x / 6 + 0.5: near -3 the sum is exact, so one rounding. */
 LV_FN(hardsigmoid, return x <= -3 ? (T)0 : (x >= 3 ? (T)1 : (x + 3) / 6);)
 LV_FN(hardswish, return x <= -3 ? -(T)0 : (x >= 3 ? x : x * (x + 3) / 6);)
-LV_FN(mish, T t = LV_GENERIC(lv_softplus_g(x), tanhf, tanh); return x == -(T)INFINITY ? -(T)0 : x * t;)
+static inline double lv_mish(double x)
+{
+    double t = tanh(lv_softplus(x));
+    return x == -INFINITY ? -0.0 : x * t;
+}
+/* float32 through double: softplus, tanh and the product each add float rounding. */
+static inline float lv_mishf(float x) { return (float)lv_mish((double)x); }
 /* d/dx mish = tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softplus(x) */
 LV_FN(mish_grad, T t = LV_GENERIC(lv_softplus_g(x), tanhf, tanh);
       return x == -(T)INFINITY ? (T)0 : t + x * lv_sigmoid_g(x) * ((T)1 - t * t);)
