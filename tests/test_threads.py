@@ -59,14 +59,18 @@ def test_set_num_threads_validates(threads):
     assert lucid.backend_info()["threads"] == 3
 
 
-def test_env_variable_sets_default_threads():
+def test_env_variable_sets_default_threads(tmp_path):
+    # run outside the source tree, so `python -c` imports the lucid this test imported
     code = "import lucid; print(lucid.get_num_threads())"
-    env = dict(os.environ, LUCID_NUM_THREADS="3")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    where = os.path.dirname(os.path.dirname(os.path.abspath(lucid.__file__)))
+    env = dict(os.environ, LUCID_NUM_THREADS="3", PYTHONPATH=where)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "3"
     env["LUCID_NUM_THREADS"] = "zero"
-    bad = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd=tmp_path)
     assert bad.returncode != 0 and "LUCID_NUM_THREADS" in bad.stderr
 
 

@@ -144,15 +144,9 @@ static inline double lv_gelu(double x)
     double r = 0.5 * x * (erfc(-p) + e * 1.1283791670955126 * exp(-p * p));
     return x == -INFINITY ? -0.0 : r;     /* the limit, not -inf * 0 */
 }
-static inline float lv_geluf(float x)
-{
-    const float c = 0.70710677f, c_lo = 1.21016171e-08f;   /* c + c_lo = 1/sqrt2 */
-    float p = x * c;
-    float e = fmaf(x, c, -p) + x * c_lo;
-    e = isfinite(p) ? e : 0.0f;
-    float r = 0.5f * x * (erfcf(-p) + e * 1.1283792f * expf(-p * p));
-    return x == -INFINITY ? -0.0f : r;
-}
+/* float32 through double: erfc of the far left tail is subnormal in float32
+ * (x < -13), and the product with x would lift those few bits into a normal result. */
+static inline float lv_geluf(float x) { return (float)lv_gelu((double)x); }
 
 /* erfinv: Giles' single-precision approximation (M. Giles, "Approximating the
  * erfinv function", GPU Computing Gems, 2011) as a starting point, then four
