@@ -140,7 +140,7 @@ UNARY = [
          "Exact GELU, x * Phi(x) = x/2 * erfc(-x/sqrt(2)).", torch="nn.functional.gelu",
          py_name="_gelu_exact"),
     _row("silu", "Promote", "x", ("lv_siluf", "lv_silu"),
-         "g * lv_sigmoid_g(x) * ((T)1 + x * ((T)1 - lv_sigmoid_g(x)))",
+         "g * lv_silu_grad_g(x)",
          "g * sigmoid(x) * (1 + x * (1 - sigmoid(x)))", "x * sp.expit(x)", "x / (1 + exp(-x))",
          (-20.0, 20.0), "SiLU (swish), x * sigmoid(x).", torch="nn.functional.silu"),
     _row("relu", "Promote", "y", ("lv_reluf", "lv_relu"), "y > 0 ? g : (T)0", "g * (y > 0)",

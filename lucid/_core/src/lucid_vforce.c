@@ -75,6 +75,7 @@ LV_SIMD_PAIR(cbrt)
 #define lv_sigmoid_g(v) LV_GENERIC(v, lv_sigmoidf, lv_sigmoid)
 #define lv_softplus_g(v) LV_GENERIC(v, lv_softplusf, lv_softplus)
 #define lv_mish_grad_g(v) LV_GENERIC(v, lv_mish_gradf, lv_mish_grad)
+#define lv_silu_grad_g(v) LV_GENERIC(v, lv_silu_gradf, lv_silu_grad)
 #define lv_gelu_tanh_grad_g(v) LV_GENERIC(v, lv_gelu_tanh_gradf, lv_gelu_tanh_grad)
 
 /* lucid's own element-wise functions: forward kernels for rows whose function is
@@ -97,6 +98,8 @@ LV_FN(softsign, return FABS(x) == (T)INFINITY ? (x > 0 ? (T)1 : (T)-1) : x / ((T
  * float32, -708 in float64) the result keeps only the bits e^x had: a documented
  * limitation (docs/accuracy.md). */
 LV_FN(silu, T r = x * lv_sigmoid_g(x); return x == -(T)INFINITY ? -(T)0 : r;)
+/* d/dx silu = s (1 + x (1 - s)), s = sigmoid(x): one exp, not two */
+LV_FN(silu_grad, T s = lv_sigmoid_g(x); return x == -(T)INFINITY ? (T)0 : s * ((T)1 + x * ((T)1 - s));)
 
 /* Activations. Kinks follow PyTorch: relu'(0) = 0, and nan passes through. */
 LV_FN(relu, return x < 0 ? (T)0 : x;)
