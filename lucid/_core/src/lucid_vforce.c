@@ -295,17 +295,18 @@ LUCID_UNARY_OPS
 
 /* ---- reductions -------------------------------------------------------- */
 
-/* Pairwise summation in double: blocks of 128 summed with a vector
- * reduction, blocks combined as a binary tree. Deterministic for a given
- * length (the split points depend only on n). */
-#define LV_SUM_LEAF 128
+/* Pairwise summation: leaves of 256 elements summed with a vector reduction in the
+ * element type (each lane adds 256 / width elements, as NumPy's pairwise sum does),
+ * leaves combined as a binary tree in double. Deterministic for a given length: the
+ * split points depend only on n. */
+#define LV_SUM_LEAF 256
 #define LV_SUM(fname, TYPE)                                                     \
     LV_CLONES static double fname##_leaf(const TYPE *x, ptrdiff_t n)            \
     {                                                                           \
-        double s = 0.0;                                                         \
+        TYPE s = 0;                                                             \
         _Pragma("omp simd reduction(+:s)")                                      \
-        for (ptrdiff_t i = 0; i < n; i++) s += (double)x[i];                    \
-        return s;                                                               \
+        for (ptrdiff_t i = 0; i < n; i++) s += x[i];                            \
+        return (double)s;                                                       \
     }                                                                           \
     double fname(const TYPE *x, ptrdiff_t n)                                    \
     {                                                                           \
