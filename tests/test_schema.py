@@ -89,6 +89,9 @@ def _call(name, x):
         except (TypeError, ValueError):
             continue
         if isinstance(y, lucid.Tensor):
+            if not y.is_floating_point():
+                # bool / index results: the AMP policy sets the compute dtype only
+                pytest.skip("%s returns %s; covered by the op-table suite" % (name, y.dtype))
             return y
     pytest.skip("%s needs other arguments" % name)
 

@@ -252,3 +252,27 @@ for _name in ("isnan", "isinf", "isfinite", "logical_not", "maximum", "minimum",
               "hypot", "logaddexp", "fmod", "remainder", "eq", "ne", "lt", "le", "gt", "ge",
               "logical_and", "logical_or", "logical_xor", "bitwise_not"):
     _add_tensor_method(_name, globals()[_name])
+
+
+# Schemas of ops that record no backward node (bool or index results) and of aliases
+# whose node belongs to another op (view/flatten -> ReshapeBackward, broadcast_to ->
+# ExpandBackward, split/chunk -> IndexBackward, clip -> ClampBackward), so that
+# lucid.ops.schema() answers for every public op.
+for _name, _amp, _arity in (
+        ("eq", "Promote", 2), ("ne", "Promote", 2), ("lt", "Promote", 2), ("le", "Promote", 2),
+        ("gt", "Promote", 2), ("ge", "Promote", 2), ("logical_and", "Promote", 2),
+        ("logical_or", "Promote", 2), ("logical_xor", "Promote", 2),
+        ("logical_not", "KeepInput", 1), ("isnan", "KeepInput", 1), ("isinf", "KeepInput", 1),
+        ("isfinite", "KeepInput", 1), ("argmax", "KeepInput", 1), ("argmin", "KeepInput", 1),
+        ("all", "KeepInput", 1), ("any", "KeepInput", 1), ("contiguous", "KeepInput", 1)):
+    if _name not in _REGISTRY:
+        _register(_name, _amp, _arity)
+# aliases take the schema flags of the op whose node they record
+for _name, _of in (("clip", "clamp"), ("view", "reshape"), ("flatten", "reshape"),
+                   ("broadcast_to", "expand"), ("split", "index"), ("chunk", "index")):
+    if _name not in _REGISTRY and _of in _REGISTRY:
+        _s = <OpSchema>_REGISTRY[_of]
+        _register(_name, _s.amp_policy.value, _s.arity, saves_input=_s.saves_input,
+                  saves_output=_s.saves_output, deterministic=_s.deterministic)
+
+_add_tensor_method("broadcast_to", broadcast_to)
