@@ -356,10 +356,6 @@ cdef Py_ssize_t _count(Tensor x, tuple axes):
     return n
 
 
-cdef inline object _ax(tuple axes):
-    return axes  # None means all axes for NumPy too
-
-
 cdef class ProdBackward(_ReduceNode):
     """Backward of prod: g times the product of all other elements (exact with zeros)."""
     schema_v1 = _register("prod", "KeepInput", 1, saves_input=True, saves_output=False)
@@ -397,7 +393,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
     cdef tuple axes = None if dim is None else (_norm_dim(dim, cnp.PyArray_NDIM(x._data)),)
     if cnp.PyArray_NDIM(x._data) == 0:
         axes = None            # dim 0 of a 0-d tensor is the tensor itself, as PyTorch
-    r = np.multiply.reduce(_compute_arr(x), axis=_ax(axes), keepdims=keepdim,
+    r = np.multiply.reduce(_compute_arr(x), axis=axes, keepdims=keepdim,
                            dtype=np.float32 if out_dt is float16 else out_dt.numpy_dtype)
     cdef Tensor y = _wrap(_store(r, out_dt), out_dt)
     cdef _ReduceNode node
@@ -415,7 +411,7 @@ cdef class AmaxBackward(_ReduceNode):
     cdef tuple _eager(self, cnp.ndarray g):
         x = self._x()
         hit = (x == self._k(self._y()))
-        count = np.sum(hit, axis=_ax(self._axes), keepdims=True)
+        count = np.sum(hit, axis=self._axes, keepdims=True)
         return self._done(np.where(hit, self._k(g) / count, 0).astype(g.dtype))
 
     def grad_formula_impl(self, g, x, y):
@@ -433,7 +429,7 @@ cdef Tensor _amax(object input, object dim, bint keepdim, bint is_max, type cls=
     cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
     if cnp.PyArray_SIZE(x._data) == 0 and (axes is None or any(_shp(x._data)[a] == 0 for a in axes)):
         raise LucidError(f"{'max' if is_max else 'min'}(): cannot reduce over an empty dimension")
-    r = (np.max if is_max else np.min)(x._data, axis=_ax(axes), keepdims=keepdim)
+    r = (np.max if is_max else np.min)(x._data, axis=axes, keepdims=keepdim)
     cdef Tensor y = _wrap(_store(r, x._dtype), x._dtype)
     cdef _ReduceNode node
     if _recording(x):
@@ -544,7 +540,7 @@ cdef class VarBackward(_ReduceNode):
 
     cdef tuple _eager(self, cnp.ndarray g):
         x = self._x()
-        dev = x - np.mean(x, axis=_ax(self._axes), keepdims=True, dtype=x.dtype)
+        dev = x - np.mean(x, axis=self._axes, keepdims=True, dtype=x.dtype)
         with np.errstate(divide="ignore", invalid="ignore"):
             return self._done(self._k(g) * dev * x.dtype.type(2.0 / self._denom if self._denom else np.inf))
 
@@ -560,7 +556,7 @@ cdef class StdBackward(_ReduceNode):
 
     cdef tuple _eager(self, cnp.ndarray g):
         x = self._x()
-        dev = x - np.mean(x, axis=_ax(self._axes), keepdims=True, dtype=x.dtype)
+        dev = x - np.mean(x, axis=self._axes, keepdims=True, dtype=x.dtype)
         y = self._k(self._y())
         with np.errstate(divide="ignore", invalid="ignore"):
             r = self._k(g) * dev / (y * x.dtype.type(self._denom))
@@ -590,8 +586,8 @@ cdef object _var_std(object input, object dim, object unbiased, bint keepdim, ob
         denom = 0
     a = _compute_arr(x)
     with np.errstate(divide="ignore", invalid="ignore"):
-        m = np.mean(a, axis=_ax(axes), keepdims=True)
-        v = np.sum((a - m) ** 2, axis=_ax(axes), keepdims=keepdim) / a.dtype.type(denom)
+        m = np.mean(a, axis=axes, keepdims=True)
+        v = np.sum((a - m) ** 2, axis=axes, keepdims=keepdim) / a.dtype.type(denom)
         r = np.sqrt(v) if is_std else v
     cdef Tensor y = _wrap(_store(r, x._dtype), x._dtype)
     cdef _ReduceNode node
@@ -639,9 +635,9 @@ def logsumexp(input, dim, keepdim=False):
     cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
     a = x._data
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        m = np.max(a, axis=_ax(axes), keepdims=True) if a.size else np.zeros([1] * a.ndim, a.dtype)
+        m = np.max(a, axis=axes, keepdims=True) if a.size else np.zeros([1] * a.ndim, a.dtype)
         m = np.where(np.isfinite(m), m, 0)
-        r = np.log(np.sum(np.exp(a - m), axis=_ax(axes), keepdims=True)) + m
+        r = np.log(np.sum(np.exp(a - m), axis=axes, keepdims=True)) + m
     if not keepdim:
         r = r.reshape(tuple(s for i, s in enumerate(_shp(a))
                             if not (axes is None or i in axes)))
@@ -672,7 +668,7 @@ cdef class NormBackward(_ReduceNode):
                 r = gk * np.sign(x)
             elif p == np.inf:
                 hit = np.abs(x) == y
-                r = gk * np.sign(x) * hit / np.sum(hit, axis=_ax(self._axes), keepdims=True)
+                r = gk * np.sign(x) * hit / np.sum(hit, axis=self._axes, keepdims=True)
             elif p == 2:
                 r = np.where(y == 0, 0, gk * x / y)
             else:
@@ -712,21 +708,21 @@ def norm(input, p="fro", dim=None, keepdim=False):
     a = _as_ndarray(np.abs(_compute_arr(x)))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if pv == np.inf:
-            r = np.max(a, axis=_ax(axes), keepdims=keepdim, initial=0)
+            r = np.max(a, axis=axes, keepdims=keepdim, initial=0)
         elif pv == -np.inf:
-            r = np.min(a, axis=_ax(axes), keepdims=keepdim)
+            r = np.min(a, axis=axes, keepdims=keepdim)
         elif pv == 0:
-            r = np.sum(a != 0, axis=_ax(axes), keepdims=keepdim).astype(a.dtype)
+            r = np.sum(a != 0, axis=axes, keepdims=keepdim).astype(a.dtype)
         elif pv == 1:
-            r = np.sum(a, axis=_ax(axes), keepdims=keepdim)
+            r = np.sum(a, axis=axes, keepdims=keepdim)
         elif pv == 2:
-            scale = np.max(a, axis=_ax(axes), keepdims=True, initial=0)   # no overflow in x*x
+            scale = np.max(a, axis=axes, keepdims=True, initial=0)   # no overflow in x*x
             safe = np.where(scale == 0, 1, scale)
-            r = np.sqrt(np.sum((a / safe) ** 2, axis=_ax(axes), keepdims=True)) * safe
+            r = np.sqrt(np.sum((a / safe) ** 2, axis=axes, keepdims=True)) * safe
             if not keepdim:
                 r = r.reshape(tuple(s for i, s in enumerate(_shp(a)) if not (axes is None or i in axes)))
         else:
-            r = np.sum(a ** pv, axis=_ax(axes), keepdims=keepdim) ** (1.0 / pv)
+            r = np.sum(a ** pv, axis=axes, keepdims=keepdim) ** (1.0 / pv)
     cdef Tensor y = _wrap(_store(r, x._dtype), x._dtype)
     cdef _ReduceNode node
     if _recording(x):
@@ -893,14 +889,14 @@ def all(input, dim=None, keepdim=False):
     """True where every element over ``dim`` is nonzero."""
     cdef Tensor x = _as_tensor(input)
     cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
-    return _wrap(_as_ndarray(np.all(x._data, axis=_ax(axes), keepdims=keepdim)), bool_)
+    return _wrap(_as_ndarray(np.all(x._data, axis=axes, keepdims=keepdim)), bool_)
 
 
 def any(input, dim=None, keepdim=False):
     """True where some element over ``dim`` is nonzero."""
     cdef Tensor x = _as_tensor(input)
     cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
-    return _wrap(_as_ndarray(np.any(x._data, axis=_ax(axes), keepdims=keepdim)), bool_)
+    return _wrap(_as_ndarray(np.any(x._data, axis=axes, keepdims=keepdim)), bool_)
 
 
 for _name in ("prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
