@@ -147,13 +147,16 @@ cdef class BinaryBackward(Node):
                 gb = (<cnp.ndarray>gb).astype(self._dt_b.numpy_dtype)
         return (ga, gb)
 
-    cdef tuple _graph(self, Tensor g):
-        ga, gb = self.grad_formula_impl(g, self._ten(0), self._ten(1))
+    cdef tuple _finish_graph(self, object ga, object gb):
         if ga is not None:
             ga = to_dtype(_sum_to_t(_as_tensor(ga), self._shape_a), self._dt_a, False)
         if gb is not None:
             gb = to_dtype(_sum_to_t(_as_tensor(gb), self._shape_b), self._dt_b, False)
         return (ga, gb)
+
+    cdef tuple _graph(self, Tensor g):
+        ga, gb = self.grad_formula_impl(g, self._ten(0), self._ten(1))
+        return self._finish_graph(ga, gb)
 
     cdef void _release(self):
         self._released = True
@@ -244,12 +247,8 @@ cdef class NegBackward(Node):
         return -g
 
 
-cdef class PowBackward(BinaryBackward):
-    """Backward of pow(a, b) = a ** b:
-    grad_a = g * b * a ** (b - 1)  (0 where b == 0),
-    grad_b = g * out * log(a)      (0 where a == 0 and b >= 0).
-    Saves a and b as needed, and the output when b needs a gradient."""
-    schema_v1 = _register("pow", "Promote", 2, saves_input=True, saves_output=True)
+cdef class OutBinaryBackward(BinaryBackward):
+    """A binary node whose formula may also read the output."""
     cdef SavedTensor _saved_out
 
     cdef list _saved_list(self):
@@ -259,6 +258,19 @@ cdef class PowBackward(BinaryBackward):
         BinaryBackward._release(self)
         if self._saved_out is not None:
             self._saved_out.release()
+
+    cdef tuple _graph(self, Tensor g):
+        out = self._saved_out.unpack(self) if self._saved_out is not None else None
+        ga, gb = self.grad_formula_impl(g, self._ten(0), self._ten(1), out)
+        return self._finish_graph(ga, gb)
+
+
+cdef class PowBackward(OutBinaryBackward):
+    """Backward of pow(a, b) = a ** b:
+    grad_a = g * b * a ** (b - 1)  (0 where b == 0),
+    grad_b = g * out * log(a)      (0 where a == 0 and b >= 0).
+    Saves a and b as needed, and the output when b needs a gradient."""
+    schema_v1 = _register("pow", "Promote", 2, saves_input=True, saves_output=True)
 
     cdef tuple _eager(self, cnp.ndarray g):
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -279,15 +291,6 @@ cdef class PowBackward(BinaryBackward):
                 gb = g * out * np.log(np.where(mask, 1, a))
             gb = np.where(mask, 0, gb).astype(g.dtype, copy=False)
         return self._finish_eager(ga, gb)
-
-    cdef tuple _graph(self, Tensor g):
-        out = self._saved_out.unpack(self) if self._saved_out is not None else None
-        ga, gb = self.grad_formula_impl(g, self._ten(0), self._ten(1), out)
-        if ga is not None:
-            ga = to_dtype(_sum_to_t(_as_tensor(ga), self._shape_a), self._dt_a, False)
-        if gb is not None:
-            gb = to_dtype(_sum_to_t(_as_tensor(gb), self._shape_b), self._dt_b, False)
-        return (ga, gb)
 
     def grad_formula_impl(self, g, a, b, out=None):
         ga = gb = None
@@ -424,7 +427,7 @@ cdef void _record_binary(Tensor out, int op, Tensor ta, object sa, Tensor tb, ob
         if tb is not None:
             node._saved_b = _save(tb, False)
         if need_b:
-            (<PowBackward>node)._saved_out = _save(out, True)
+            (<OutBinaryBackward>node)._saved_out = _save(out, True)
     elif op >= _OP_MAXIMUM:
         if ta is not None:
             node._saved_a = _save(ta, False)
@@ -483,27 +486,6 @@ cdef class Atan2Backward(BinaryBackward):
     def grad_formula_impl(self, g, a, b):
         r = g / (a * a + b * b)
         return (r * b if self._wants(0) else None, -r * a if self._wants(1) else None)
-
-
-cdef class OutBinaryBackward(BinaryBackward):
-    """A binary node whose formula also reads the output."""
-    cdef SavedTensor _saved_out
-
-    cdef list _saved_list(self):
-        return [s for s in (self._saved_a, self._saved_b, self._saved_out) if s is not None]
-
-    cdef void _release(self):
-        BinaryBackward._release(self)
-        if self._saved_out is not None:
-            self._saved_out.release()
-
-    cdef tuple _graph(self, Tensor g):
-        ga, gb = self.grad_formula_impl(g, self._ten(0), self._ten(1), self._saved_out.unpack(self))
-        if ga is not None:
-            ga = to_dtype(_sum_to_t(_as_tensor(ga), self._shape_a), self._dt_a, False)
-        if gb is not None:
-            gb = to_dtype(_sum_to_t(_as_tensor(gb), self._shape_b), self._dt_b, False)
-        return (ga, gb)
 
 
 cdef class HypotBackward(OutBinaryBackward):
