@@ -3,6 +3,7 @@
 Environment switches:
   LUCID_DEBUG=1   bounds checks on, -O0 -g (for sanitizer and debugger builds)
 """
+import glob
 import os
 import runpy
 import sys
@@ -48,11 +49,16 @@ else:
 c_flags += ["-O0", "-g"] if DEBUG else ["-O3"]
 libraries = ["mvec", "m"] if sys.platform.startswith("linux") else []
 
-sources = [os.path.join(CORE, "_C.pyx"), os.path.join(CORE, "src", "lucid_vforce.c")]
+sources = [os.path.join(CORE, "_C.pyx"), os.path.join(CORE, "src", "lucid_vforce.c"),
+           os.path.join(CORE, "src", "lucid_binary.c")]
+# Headers: a change to one rebuilds the C sources.
+depends = sorted(glob.glob(os.path.join(CORE, "include", "*.h")) +
+                 glob.glob(os.path.join(CORE, "src", "*.h")))
 
 ext = Extension(
     "lucid._core._C",
     sources=sources,
+    depends=depends,
     include_dirs=[os.path.join(CORE, "include"), np.get_include()],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     extra_compile_args=c_flags,

@@ -1,5 +1,65 @@
 # Binary arithmetic with NumPy broadcasting and PyTorch's type promotion, and the
-# in-place variants. Kernels are NumPy's ufuncs (already SIMD and broadcast-aware).
+# in-place variants. pow, maximum, minimum, atan2, hypot and logaddexp on floats
+# run lucid's own kernels (src/lucid_binary.c), forward and fused backward; the
+# rest (add, sub, mul, div, fmod, remainder, and integer pow / maximum / minimum)
+# are NumPy's ufuncs, which are already SIMD and broadcast-aware.
+
+cdef extern from "lucid_vforce.h" nogil:
+    enum:
+        LV_BC_NONE
+        LV_BC_A
+        LV_BC_B
+    void lucid_vnegf(float *y, const float *x, const int *n)
+    void lucid_vneg(double *y, const double *x, const int *n)
+    void lucid_vpowf(float *, const float *, const float *, const int *, int)
+    void lucid_vpow(double *, const double *, const double *, const int *, int)
+    void lucid_vmaximumf(float *, const float *, const float *, const int *, int)
+    void lucid_vmaximum(double *, const double *, const double *, const int *, int)
+    void lucid_vminimumf(float *, const float *, const float *, const int *, int)
+    void lucid_vminimum(double *, const double *, const double *, const int *, int)
+    void lucid_vatan2f(float *, const float *, const float *, const int *, int)
+    void lucid_vatan2(double *, const double *, const double *, const int *, int)
+    void lucid_vhypotf(float *, const float *, const float *, const int *, int)
+    void lucid_vhypot(double *, const double *, const double *, const int *, int)
+    void lucid_vlogaddexpf(float *, const float *, const float *, const int *, int)
+    void lucid_vlogaddexp(double *, const double *, const double *, const int *, int)
+    void lucid_vpow_gradf(float *, float *, const float *, const float *, const float *,
+                          const float *, const int *, int)
+    void lucid_vpow_grad(double *, double *, const double *, const double *, const double *,
+                         const double *, const int *, int)
+    void lucid_vmaximum_gradf(float *, float *, const float *, const float *, const float *,
+                              const float *, const int *, int)
+    void lucid_vmaximum_grad(double *, double *, const double *, const double *, const double *,
+                             const double *, const int *, int)
+    void lucid_vminimum_gradf(float *, float *, const float *, const float *, const float *,
+                              const float *, const int *, int)
+    void lucid_vminimum_grad(double *, double *, const double *, const double *, const double *,
+                             const double *, const int *, int)
+    void lucid_vatan2_gradf(float *, float *, const float *, const float *, const float *,
+                            const float *, const int *, int)
+    void lucid_vatan2_grad(double *, double *, const double *, const double *, const double *,
+                           const double *, const int *, int)
+    void lucid_vhypot_gradf(float *, float *, const float *, const float *, const float *,
+                            const float *, const int *, int)
+    void lucid_vhypot_grad(double *, double *, const double *, const double *, const double *,
+                           const double *, const int *, int)
+    void lucid_vlogaddexp_gradf(float *, float *, const float *, const float *, const float *,
+                                const float *, const int *, int)
+    void lucid_vlogaddexp_grad(double *, double *, const double *, const double *, const double *,
+                               const double *, const int *, int)
+
+ctypedef void (*bf32_t)(float *, const float *, const float *, const int *, int) noexcept nogil
+ctypedef void (*bf64_t)(double *, const double *, const double *, const int *, int) noexcept nogil
+ctypedef void (*bg32_t)(float *, float *, const float *, const float *, const float *,
+                        const float *, const int *, int) noexcept nogil
+ctypedef void (*bg64_t)(double *, double *, const double *, const double *, const double *,
+                        const double *, const int *, int) noexcept nogil
+
+cdef struct BinaryKernels:
+    bf32_t f32
+    bf64_t f64
+    bg32_t g32
+    bg64_t g64
 
 cdef enum:
     _OP_ADD = 0
@@ -18,6 +78,190 @@ cdef enum:
 # Forward ufunc of the ops from _OP_MAXIMUM on (indexed by op - _OP_MAXIMUM).
 _EXTRA_UFUNCS = (np.maximum, np.minimum, np.arctan2, np.hypot, np.logaddexp, np.fmod,
                  np.remainder)
+
+# lucid's kernels for the float ops from _OP_POW to _OP_LOGADDEXP, indexed by op - _OP_POW.
+cdef BinaryKernels _BIN_K[6]
+_BIN_K[0] = BinaryKernels(lucid_vpowf, lucid_vpow, lucid_vpow_gradf, lucid_vpow_grad)
+_BIN_K[1] = BinaryKernels(lucid_vmaximumf, lucid_vmaximum, lucid_vmaximum_gradf, lucid_vmaximum_grad)
+_BIN_K[2] = BinaryKernels(lucid_vminimumf, lucid_vminimum, lucid_vminimum_gradf, lucid_vminimum_grad)
+_BIN_K[3] = BinaryKernels(lucid_vatan2f, lucid_vatan2, lucid_vatan2_gradf, lucid_vatan2_grad)
+_BIN_K[4] = BinaryKernels(lucid_vhypotf, lucid_vhypot, lucid_vhypot_gradf, lucid_vhypot_grad)
+_BIN_K[5] = BinaryKernels(lucid_vlogaddexpf, lucid_vlogaddexp, lucid_vlogaddexp_gradf,
+                          lucid_vlogaddexp_grad)
+
+
+cdef void _bin_run(const BinaryKernels *k, int num, char *z, const char *a, const char *b,
+                   Py_ssize_t n, int bc, Py_ssize_t isz) noexcept nogil:
+    """One contiguous piece of n outputs; a broadcast operand (bc) stays put."""
+    cdef Py_ssize_t sa = 0 if bc == LV_BC_A else isz
+    cdef Py_ssize_t sb = 0 if bc == LV_BC_B else isz
+    cdef int m
+    while n > 0:
+        m = <int>(n if n < _CHUNK else _CHUNK)
+        if num == cnp.NPY_FLOAT:
+            k.f32(<float *>z, <const float *>a, <const float *>b, &m, bc)
+        else:
+            k.f64(<double *>z, <const double *>a, <const double *>b, &m, bc)
+        z += m * isz
+        a += m * sa
+        b += m * sb
+        n -= m
+
+
+cdef void _bin_par(const BinaryKernels *k, int num, char *z, const char *a, const char *b,
+                   Py_ssize_t n, int bc, Py_ssize_t isz) noexcept nogil:
+    cdef int nt = _threads_for(n)
+    cdef Py_ssize_t per, c, start, nchunks
+    cdef Py_ssize_t sa = 0 if bc == LV_BC_A else isz
+    cdef Py_ssize_t sb = 0 if bc == LV_BC_B else isz
+    if nt == 1:
+        _bin_run(k, num, z, a, b, n, bc, isz)
+        return
+    per = ((n + nt - 1) // nt + 63) // 64 * 64
+    nchunks = (n + per - 1) // per
+    for c in prange(nchunks, num_threads=nt, schedule="static"):
+        start = c * per
+        _bin_run(k, num, z + start * isz, a + start * sa, b + start * sb,
+                 per if n - start > per else n - start, bc, isz)
+
+
+cdef void _bgrad_run(const BinaryKernels *k, int num, char *ga, char *gb, const char *g,
+                     const char *a, const char *b, const char *y, Py_ssize_t n, int bc,
+                     Py_ssize_t isz) noexcept nogil:
+    cdef Py_ssize_t sa = 0 if bc == LV_BC_A else isz
+    cdef Py_ssize_t sb = 0 if bc == LV_BC_B else isz
+    cdef int m
+    while n > 0:
+        m = <int>(n if n < _CHUNK else _CHUNK)
+        if num == cnp.NPY_FLOAT:
+            k.g32(<float *>ga, <float *>gb, <const float *>g, <const float *>a,
+                  <const float *>b, <const float *>y, &m, bc)
+        else:
+            k.g64(<double *>ga, <double *>gb, <const double *>g, <const double *>a,
+                  <const double *>b, <const double *>y, &m, bc)
+        if ga != NULL:
+            ga += m * isz
+        if gb != NULL:
+            gb += m * isz
+        if y != NULL:
+            y += m * isz
+        g += m * isz
+        a += m * sa
+        b += m * sb
+        n -= m
+
+
+cdef void _bgrad_par(const BinaryKernels *k, int num, char *ga, char *gb, const char *g,
+                     const char *a, const char *b, const char *y, Py_ssize_t n, int bc,
+                     Py_ssize_t isz) noexcept nogil:
+    cdef int nt = _threads_for(n)
+    cdef Py_ssize_t per, c, start, nchunks, off
+    cdef Py_ssize_t sa = 0 if bc == LV_BC_A else isz
+    cdef Py_ssize_t sb = 0 if bc == LV_BC_B else isz
+    if nt == 1:
+        _bgrad_run(k, num, ga, gb, g, a, b, y, n, bc, isz)
+        return
+    per = ((n + nt - 1) // nt + 63) // 64 * 64
+    nchunks = (n + per - 1) // per
+    for c in prange(nchunks, num_threads=nt, schedule="static"):
+        start = c * per
+        off = start * isz
+        _bgrad_run(k, num, ga + off if ga != NULL else NULL, gb + off if gb != NULL else NULL,
+                   g + off, a + start * sa, b + start * sb, y + off if y != NULL else NULL,
+                   per if n - start > per else n - start, bc, isz)
+
+
+cdef inline bint _full(cnp.ndarray x, tuple shape):
+    return cnp.PyArray_IS_C_CONTIGUOUS(x) and _shp(x) == shape
+
+
+cdef int _bc_mode(cnp.ndarray a, cnp.ndarray b, tuple shape):
+    """How the kernels can read a and b for an output of `shape`: LV_BC_NONE (both
+    full and contiguous), LV_BC_A / LV_BC_B (that one is a single value), or -1
+    (a general broadcast or a strided layout)."""
+    cdef bint fa = _full(a, shape), fb = _full(b, shape)
+    if fa and fb:
+        return LV_BC_NONE
+    if cnp.PyArray_SIZE(a) == 1 and fb:
+        return LV_BC_A
+    if cnp.PyArray_SIZE(b) == 1 and fa:
+        return LV_BC_B
+    return -1
+
+
+cdef cnp.ndarray _bin_forward(int idx, object xa, object xb, object npdt):
+    """op(xa, xb) with lucid's kernels, for float16/32/64 operands (ndarrays or NumPy
+    scalars) already of dtype npdt. float16 computes in float32."""
+    if npdt == np.float16:
+        return _to_half(_bin_forward(idx, np.asarray(xa, np.float32), np.asarray(xb, np.float32),
+                                     np.dtype(np.float32)))
+    cdef cnp.ndarray a = np.asarray(xa), b = np.asarray(xb)
+    cdef tuple shape = np.broadcast_shapes(_shp(a), _shp(b))
+    cdef const BinaryKernels *k = &_BIN_K[idx]
+    cdef int num = cnp.PyArray_TYPE(a)
+    cdef Py_ssize_t isz = cnp.PyArray_ITEMSIZE(a)
+    cdef int bc = _bc_mode(a, b, shape)
+    cdef cnp.ndarray out, ain, bin_, zout
+    if bc < 0 and cnp.PyArray_SIZE(a) == 1 and cnp.PyArray_SIZE(b) == 1:
+        a = np.ascontiguousarray(a).reshape(shape)
+        b = np.ascontiguousarray(b).reshape(shape)
+        bc = LV_BC_NONE
+    if bc >= 0:
+        out = cnp.PyArray_EMPTY(len(shape), cnp.PyArray_DIMS(a) if bc != LV_BC_A else cnp.PyArray_DIMS(b),
+                                num, 0)
+        if cnp.PyArray_SIZE(out) < _NOGIL_MIN:
+            _bin_run(k, num, cnp.PyArray_BYTES(out), cnp.PyArray_BYTES(a), cnp.PyArray_BYTES(b),
+                     cnp.PyArray_SIZE(out), bc, isz)
+        else:
+            with nogil:
+                _bin_par(k, num, cnp.PyArray_BYTES(out), cnp.PyArray_BYTES(a),
+                         cnp.PyArray_BYTES(b), cnp.PyArray_SIZE(out), bc, isz)
+        return out
+    # General broadcasting or strided operands: contiguous pieces of _PIECE elements
+    # (NumPy's buffered iterator), never a full copy of either operand.
+    it = np.nditer([a, b, None], flags=["external_loop", "buffered", "zerosize_ok"],
+                   op_flags=[["readonly", "contig"], ["readonly", "contig"],
+                             ["writeonly", "allocate", "contig"]],
+                   order="K", buffersize=_PIECE)
+    with it:
+        for ain, bin_, zout in it:
+            with nogil:
+                _bin_run(k, num, cnp.PyArray_BYTES(zout), cnp.PyArray_BYTES(ain),
+                         cnp.PyArray_BYTES(bin_), cnp.PyArray_SIZE(zout), LV_BC_NONE, isz)
+        return it.operands[2]
+
+
+cdef tuple _bin_backward(int idx, cnp.ndarray g, object xa, object xb, object y,
+                         bint want_a, bint want_b):
+    """The fused backward of op idx: (grad_a, grad_b) in g's (the output's) shape,
+    None where not wanted. xa / xb are the saved operands (arrays or Python
+    scalars), y the saved output or None (read only by the ops that need it)."""
+    cdef object dt = g.dtype
+    if dt == np.float16:
+        f32 = np.float32
+        ha, hb = _bin_backward(idx, g.astype(f32), np.asarray(xa, f32), np.asarray(xb, f32),
+                               None if y is None else np.asarray(y, f32), want_a, want_b)
+        return (None if ha is None else _to_half(ha), None if hb is None else _to_half(hb))
+    cdef tuple shape = _shp(g)
+    cdef cnp.ndarray a = np.asarray(xa, dt), b = np.asarray(xb, dt)
+    g = np.ascontiguousarray(g)
+    cdef cnp.ndarray yy = None if y is None else np.ascontiguousarray(y, dt)
+    cdef int bc = _bc_mode(a, b, shape)
+    if bc < 0:       # general broadcasting: give each operand the output's shape
+        a = np.ascontiguousarray(np.broadcast_to(a, shape))
+        b = np.ascontiguousarray(np.broadcast_to(b, shape))
+        bc = LV_BC_NONE
+    cdef cnp.ndarray ga = np.empty(shape, dt) if want_a else None
+    cdef cnp.ndarray gb = np.empty(shape, dt) if want_b else None
+    cdef char *pa = cnp.PyArray_BYTES(ga) if want_a else NULL
+    cdef char *pb = cnp.PyArray_BYTES(gb) if want_b else NULL
+    cdef const char *py = cnp.PyArray_BYTES(yy) if yy is not None else NULL
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(g)
+    with nogil:
+        _bgrad_par(&_BIN_K[idx], cnp.PyArray_TYPE(g), pa, pb, cnp.PyArray_BYTES(g),
+                   cnp.PyArray_BYTES(a), cnp.PyArray_BYTES(b), py, n, bc, cnp.PyArray_ITEMSIZE(g))
+    return (ga, gb)
+
 
 cdef enum:
     _IP_ADD = 0
@@ -136,6 +380,15 @@ cdef class BinaryBackward(Node):
     cdef inline bint _wants(self, int side):
         return self._next[side][0] is not None
 
+    cdef object _out_data(self):
+        return None
+
+    cdef tuple _kernel_grad(self, cnp.ndarray g, int op):
+        """The eager backward of a float op with a lucid kernel: one fused pass."""
+        ga, gb = _bin_backward(op - _OP_POW, g, self._arr(0), self._arr(1), self._out_data(),
+                               self._wants(0), self._wants(1))
+        return self._finish_eager(ga, gb)
+
     cdef tuple _finish_eager(self, object ga, object gb):
         if ga is not None:
             ga = _sum_to(_as_ndarray(ga), self._shape_a)
@@ -238,7 +491,7 @@ cdef class NegBackward(Node):
     schema_v1 = _register("neg", "Promote", 1)
 
     cdef tuple _eager(self, cnp.ndarray g):
-        return (_as_ndarray(np.negative(g)),)
+        return (_neg_array(g),)
 
     cdef tuple _graph(self, Tensor g):
         return (self.grad_formula_impl(g),)
@@ -259,6 +512,9 @@ cdef class OutBinaryBackward(BinaryBackward):
         if self._saved_out is not None:
             self._saved_out.release()
 
+    cdef object _out_data(self):
+        return self._saved_out.data(self) if self._saved_out is not None else None
+
     cdef tuple _graph(self, Tensor g):
         out = self._saved_out.unpack(self) if self._saved_out is not None else None
         ga, gb = self.grad_formula_impl(g, self._ten(0), self._ten(1), out)
@@ -273,24 +529,7 @@ cdef class PowBackward(OutBinaryBackward):
     schema_v1 = _register("pow", "Promote", 2, saves_input=True, saves_output=True)
 
     cdef tuple _eager(self, cnp.ndarray g):
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            return self._eager_formula(g)
-
-    cdef tuple _eager_formula(self, cnp.ndarray g):
-        ga = gb = None
-        b = self._arr(1)
-        if self._wants(0):
-            a = self._arr(0)
-            ga = np.where(b == 0, 0, g * b * np.power(a, b - 1)) if _any_zero(b) else g * b * np.power(a, b - 1)
-            ga = _as_ndarray(ga).astype(g.dtype, copy=False)
-        if self._wants(1):
-            a = self._arr(0)
-            out = self._saved_out.data(self)
-            mask = (np.asarray(a) == 0) & (np.asarray(b) >= 0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                gb = g * out * np.log(np.where(mask, 1, a))
-            gb = np.where(mask, 0, gb).astype(g.dtype, copy=False)
-        return self._finish_eager(ga, gb)
+        return self._kernel_grad(g, _OP_POW)
 
     def grad_formula_impl(self, g, a, b, out=None):
         ga = gb = None
@@ -313,10 +552,6 @@ cdef class PowBackward(OutBinaryBackward):
                 safe_a = tensor(np.where(zero, 1, a_arr).astype(b_arr.dtype))
             gb = g * out * log(safe_a) * keep
         return (ga, gb)
-
-
-cdef inline bint _any_zero(object b):
-    return bool(np.any(np.asarray(b) == 0))
 
 
 cdef object _binary(object a, object b, int op, object alpha):
@@ -352,6 +587,8 @@ cdef object _binary(object a, object b, int op, object alpha):
             r = xa - xb if alpha == 1 else xa - xb * dt.numpy_dtype.type(alpha)
         elif op == _OP_MUL:
             r = xa * xb
+        elif _OP_POW <= op <= _OP_LOGADDEXP and dt.is_floating_point:
+            r = _bin_forward(op - _OP_POW, xa, xb, dt.numpy_dtype)
         elif op == _OP_MAXIMUM or op == _OP_MINIMUM:
             r = _EXTRA_UFUNCS[op - _OP_MAXIMUM](xa, xb)
         else:
@@ -445,10 +682,7 @@ cdef class MaximumBackward(BinaryBackward):
     schema_v1 = _register("maximum", "Promote", 2, saves_input=True)
 
     cdef tuple _eager(self, cnp.ndarray g):
-        a, b = self._arr(0), self._arr(1)
-        half = np.where(np.equal(a, b), g * g.dtype.type(0.5), g)
-        return self._finish_eager(np.where(np.less(a, b), 0, half) if self._wants(0) else None,
-                                  np.where(np.greater(a, b), 0, half) if self._wants(1) else None)
+        return self._kernel_grad(g, _OP_MAXIMUM)
 
     def grad_formula_impl(self, g, a, b):
         half = where(eq(a, b), g * 0.5, g)
@@ -461,10 +695,7 @@ cdef class MinimumBackward(BinaryBackward):
     schema_v1 = _register("minimum", "Promote", 2, saves_input=True)
 
     cdef tuple _eager(self, cnp.ndarray g):
-        a, b = self._arr(0), self._arr(1)
-        half = np.where(np.equal(a, b), g * g.dtype.type(0.5), g)
-        return self._finish_eager(np.where(np.greater(a, b), 0, half) if self._wants(0) else None,
-                                  np.where(np.less(a, b), 0, half) if self._wants(1) else None)
+        return self._kernel_grad(g, _OP_MINIMUM)
 
     def grad_formula_impl(self, g, a, b):
         half = where(eq(a, b), g * 0.5, g)
@@ -477,11 +708,7 @@ cdef class Atan2Backward(BinaryBackward):
     schema_v1 = _register("atan2", "Promote", 2, saves_input=True)
 
     cdef tuple _eager(self, cnp.ndarray g):
-        a, b = self._arr(0), self._arr(1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = g / (a * a + b * b)
-            return self._finish_eager(r * b if self._wants(0) else None,
-                                      -r * a if self._wants(1) else None)
+        return self._kernel_grad(g, _OP_ATAN2)
 
     def grad_formula_impl(self, g, a, b):
         r = g / (a * a + b * b)
@@ -493,11 +720,7 @@ cdef class HypotBackward(OutBinaryBackward):
     schema_v1 = _register("hypot", "Promote", 2, saves_input=True, saves_output=True)
 
     cdef tuple _eager(self, cnp.ndarray g):
-        out = self._saved_out.data(self)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = g / out
-            return self._finish_eager(r * self._arr(0) if self._wants(0) else None,
-                                      r * self._arr(1) if self._wants(1) else None)
+        return self._kernel_grad(g, _OP_HYPOT)
 
     def grad_formula_impl(self, g, a, b, out):
         r = g / out
@@ -509,11 +732,7 @@ cdef class LogaddexpBackward(OutBinaryBackward):
     schema_v1 = _register("logaddexp", "Promote", 2, saves_input=True, saves_output=True)
 
     cdef tuple _eager(self, cnp.ndarray g):
-        out = self._saved_out.data(self)
-        with np.errstate(invalid="ignore", over="ignore"):
-            return self._finish_eager(
-                g * np.exp(self._arr(0) - out) if self._wants(0) else None,
-                g * np.exp(self._arr(1) - out) if self._wants(1) else None)
+        return self._kernel_grad(g, _OP_LOGADDEXP)
 
     def grad_formula_impl(self, g, a, b, out):
         return (g * exp(a - out) if self._wants(0) else None,
@@ -612,12 +831,31 @@ def pow(input, exponent):
     return _binary(input, exponent, _OP_POW, 1)
 
 
+cdef cnp.ndarray _neg_array(cnp.ndarray x):
+    """-x: lucid's kernel for contiguous float32/64, NumPy otherwise."""
+    cdef int num = cnp.PyArray_TYPE(x)
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(x)
+    cdef int m
+    cdef cnp.ndarray y
+    if not ((num == cnp.NPY_FLOAT or num == cnp.NPY_DOUBLE) and cnp.PyArray_IS_C_CONTIGUOUS(x)
+            and n < _CHUNK):
+        return _as_ndarray(np.negative(x))
+    y = _empty_like_arr(x, num)
+    m = <int>n
+    with nogil:
+        if num == cnp.NPY_FLOAT:
+            lucid_vnegf(<float *>cnp.PyArray_DATA(y), <const float *>cnp.PyArray_DATA(x), &m)
+        else:
+            lucid_vneg(<double *>cnp.PyArray_DATA(y), <const double *>cnp.PyArray_DATA(x), &m)
+    return y
+
+
 def neg(input):
     """-input."""
     cdef Tensor x = _as_tensor(input)
     if x._dtype is bool_:
         raise UnsupportedDTypeError("negation of a bool tensor is not supported; use ~ instead")
-    cdef Tensor y = _wrap(_as_ndarray(np.negative(x._data)), x._dtype)
+    cdef Tensor y = _wrap(_neg_array(x._data), x._dtype)
     cdef NegBackward node
     if lucid_grad_enabled and x._requires_grad:
         node = NegBackward.__new__(NegBackward)

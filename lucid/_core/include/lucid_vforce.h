@@ -50,6 +50,33 @@ LUCID_UNARY_OPS
 #undef LV_OP_Y
 #undef LV_OP_0
 
+/* Binary ops (src/lucid_binary.c): z = f(a, b) over n elements, and one fused
+ * backward writing ga and/or gb (either may be NULL) from g, a, b and the saved
+ * output y (read only by the ops whose formula needs it). `bc` says which
+ * operand, if any, is a single value broadcast over all n elements. */
+enum { LV_BC_NONE = 0, LV_BC_A = 1, LV_BC_B = 2 };
+#define LV_DECLARE_BINARY(name)                                                 \
+    void lucid_v##name##f(float *z, const float *a, const float *b,             \
+                          const int *n, int bc);                                \
+    void lucid_v##name(double *z, const double *a, const double *b,             \
+                       const int *n, int bc);                                   \
+    void lucid_v##name##_gradf(float *ga, float *gb, const float *g,            \
+                               const float *a, const float *b, const float *y,  \
+                               const int *n, int bc);                           \
+    void lucid_v##name##_grad(double *ga, double *gb, const double *g,          \
+                              const double *a, const double *b, const double *y, \
+                              const int *n, int bc);
+LV_DECLARE_BINARY(pow)
+LV_DECLARE_BINARY(atan2)
+LV_DECLARE_BINARY(hypot)
+LV_DECLARE_BINARY(maximum)
+LV_DECLARE_BINARY(minimum)
+LV_DECLARE_BINARY(logaddexp)
+
+/* y = -x (also neg's backward). */
+void lucid_vnegf(float *y, const float *x, const int *n);
+void lucid_vneg(double *y, const double *x, const int *n);
+
 /* Full reductions of contiguous data, accumulated in double (pairwise). */
 double lucid_sumf(const float *x, ptrdiff_t n);
 double lucid_sum(const double *x, ptrdiff_t n);

@@ -1,0 +1,265 @@
+/*
+ * lucid's binary element-wise kernels: pow, atan2, hypot, maximum, minimum,
+ * logaddexp (forward and one fused backward each), and neg.
+ *
+ *     void lucid_v<name>f(float *z, const float *a, const float *b, const int *n, int bc);
+ *     void lucid_v<name>_gradf(float *ga, float *gb, const float *g, const float *a,
+ *                              const float *b, const float *y, const int *n, int bc);
+ *
+ * bc says which operand, if any, is a single value broadcast over all n
+ * elements (LV_BC_NONE, LV_BC_A, LV_BC_B), so `x ** 2` or `maximum(x, 0)` never
+ * materialises the scalar. The backward writes ga and/or gb (either may be NULL)
+ * in one pass over g, a, b and, for the ops whose formula reads it, the saved
+ * output y. Each (bc, outputs) combination is its own loop with the choice
+ * folded at compile time, so every loop vectorises.
+ *
+ * Loops are blocked and padded as in lucid_vforce.c (see lucid_simd.h): an
+ * element's result never depends on the array's length or on how a caller
+ * split it.
+ */
+#include "lucid_simd.h"
+#include "lucid_vforce.h"
+
+#if defined(__APPLE__)
+#include <Accelerate/Accelerate.h>   /* vvpowf / vvatan2f for the plain (no broadcast) case */
+#endif
+
+LV_SIMD_PAIR(exp)
+LV_SIMD_PAIR(log)
+LV_SIMD_PAIR(log1p)
+LV_SIMD_PAIR2(pow)
+LV_SIMD_PAIR2(atan2)
+LV_SIMD_PAIR2(hypot)
+
+#define EXP(v) LV_GENERIC(v, expf, exp)
+#define LOG(v) LV_GENERIC(v, logf, log)
+#define SQRT(v) LV_GENERIC(v, sqrtf, sqrt)
+#define POW(u, v) LV_GENERIC2(u, v, powf, pow)
+#define ATAN2(u, v) LV_GENERIC2(u, v, atan2f, atan2)
+#define HYPOT(u, v) LV_GENERIC2(u, v, hypotf, hypot)
+
+/* ---- element functions ------------------------------------------------- */
+
+/* maximum / minimum as IEEE 754-2019 defines them (and PyTorch for nan): nan if
+ * either operand is nan (a + b is that nan), and -0 < +0, so maximum(-0, +0) = +0
+ * and minimum(-0, +0) = -0 in either order. */
+#define LV_MAXIMUM(a, b) (((a) != (a) || (b) != (b)) ? (a) + (b) :                     \
+                          ((a) > (b) ? (a) : ((a) < (b) ? (b) : (signbit(a) ? (b) : (a)))))
+#define LV_MINIMUM(a, b) (((a) != (a) || (b) != (b)) ? (a) + (b) :                     \
+                          ((a) < (b) ? (a) : ((a) > (b) ? (b) : (signbit(a) ? (a) : (b)))))
+
+/* log(e^a + e^b) = max + log1p(e^-|a - b|): no overflow, and e^-|a-b| <= 1. Equal
+ * operands (the infinities included, where a - b is nan) give a + log 2. */
+static inline double lv_logaddexp(double a, double b)
+{
+    double m = a > b ? a : b;
+    double r = m + log1p(exp(-fabs(a - b)));
+    return a == b ? a + 0.6931471805599453 : r;
+}
+/* float32 through double: near the zero of the function (e^a + e^b ~ 1) the sum
+ * cancels, and double's extra 29 bits keep the float result accurate there. */
+static inline float lv_logaddexpf(float a, float b)
+{
+    return (float)lv_logaddexp((double)a, (double)b);
+}
+#define LOGADDEXP(u, v) LV_GENERIC2(u, v, lv_logaddexpf, lv_logaddexp)
+
+/* ---- loops --------------------------------------------------------------- */
+
+/* z[i] = EXPR over a = A[i] (or A[0] when SA), b = B[i] (or B[0] when SB). */
+#define LV_BIN_LOOP(T, SA, SB, EXPR)                                            \
+    do {                                                                        \
+        const T a_s = (SA) ? ap[0] : (T)0, b_s = (SB) ? bp[0] : (T)0;           \
+        ptrdiff_t i = 0;                                                        \
+        for (; i + LV_BLOCK <= n; i += LV_BLOCK) {                              \
+            _Pragma("omp simd")                                                 \
+            for (int j = 0; j < LV_BLOCK; j++) {                                \
+                T a = (SA) ? a_s : ap[i + j], b = (SB) ? b_s : bp[i + j];           \
+                (void)a; (void)b;                                               \
+                zp[i + j] = (EXPR);                                             \
+            }                                                                   \
+        }                                                                       \
+        if (i < n) {                                                            \
+            T ab[LV_BLOCK] = {0}, bb[LV_BLOCK] = {0}, zb[LV_BLOCK];             \
+            size_t rest = (size_t)(n - i) * sizeof(T);                          \
+            if (!(SA)) memcpy(ab, ap + i, rest);                                \
+            if (!(SB)) memcpy(bb, bp + i, rest);                                \
+            _Pragma("omp simd")                                                 \
+            for (int j = 0; j < LV_BLOCK; j++) {                                \
+                T a = (SA) ? a_s : ab[j], b = (SB) ? b_s : bb[j];           \
+                (void)a; (void)b;                                               \
+                zb[j] = (EXPR);                                                 \
+            }                                                                   \
+            memcpy(zp + i, zb, rest);                                           \
+        }                                                                       \
+    } while (0)
+
+#define LV_BIN_FWD_FN(fname, TYPE, EXPR)                                        \
+    LV_CLONES void fname(TYPE *zp, const TYPE *ap, const TYPE *bp, const int *np, int bc) \
+    {                                                                           \
+        typedef TYPE T;                                                         \
+        const ptrdiff_t n = *np;                                                \
+        if (bc == LV_BC_A) LV_BIN_LOOP(T, 1, 0, EXPR);                          \
+        else if (bc == LV_BC_B) LV_BIN_LOOP(T, 0, 1, EXPR);                     \
+        else LV_BIN_LOOP(T, 0, 0, EXPR);                                        \
+    }
+
+/* ga[i] = GA and/or gb[i] = GB (WA, WB), reading g, a, b and, if RY, y. */
+#define LV_BIN_GLOOP(T, SA, SB, WA, WB, RY, GA, GB)                             \
+    do {                                                                        \
+        const T a_s = (SA) ? ap[0] : (T)0, b_s = (SB) ? bp[0] : (T)0;           \
+        ptrdiff_t i = 0;                                                        \
+        for (; i + LV_BLOCK <= n; i += LV_BLOCK) {                              \
+            _Pragma("omp simd")                                                 \
+            for (int j = 0; j < LV_BLOCK; j++) {                                \
+                T g = gp[i + j], a = (SA) ? a_s : ap[i + j], b = (SB) ? b_s : bp[i + j]; \
+                (void)a; (void)b;                                               \
+                T y = (RY) ? yp[i + j] : (T)0;                                  \
+                (void)y;                                                        \
+                if (WA) gap[i + j] = (GA);                                      \
+                if (WB) gbp[i + j] = (GB);                                      \
+            }                                                                   \
+        }                                                                       \
+        if (i < n) {                                                            \
+            T gb_[LV_BLOCK] = {0}, ab[LV_BLOCK] = {0}, bb[LV_BLOCK] = {0};      \
+            T yb[LV_BLOCK] = {0}, oa[LV_BLOCK], ob[LV_BLOCK];                   \
+            size_t rest = (size_t)(n - i) * sizeof(T);                          \
+            memcpy(gb_, gp + i, rest);                                          \
+            if (!(SA)) memcpy(ab, ap + i, rest);                                \
+            if (!(SB)) memcpy(bb, bp + i, rest);                                \
+            if (RY) memcpy(yb, yp + i, rest);                                   \
+            _Pragma("omp simd")                                                 \
+            for (int j = 0; j < LV_BLOCK; j++) {                                \
+                T g = gb_[j], a = (SA) ? a_s : ab[j], b = (SB) ? b_s : bb[j]; \
+                (void)a; (void)b;                                               \
+                T y = yb[j];                                                    \
+                (void)y;                                                        \
+                oa[j] = (WA) ? (GA) : (T)0;                                     \
+                ob[j] = (WB) ? (GB) : (T)0;                                     \
+            }                                                                   \
+            if (WA) memcpy(gap + i, oa, rest);                                  \
+            if (WB) memcpy(gbp + i, ob, rest);                                  \
+        }                                                                       \
+    } while (0)
+
+#define LV_BIN_GSWITCH(T, WA, WB, RY, GA, GB)                                   \
+    do {                                                                        \
+        if (bc == LV_BC_A) LV_BIN_GLOOP(T, 1, 0, WA, WB, RY, GA, GB);           \
+        else if (bc == LV_BC_B) LV_BIN_GLOOP(T, 0, 1, WA, WB, RY, GA, GB);      \
+        else LV_BIN_GLOOP(T, 0, 0, WA, WB, RY, GA, GB);                         \
+    } while (0)
+
+/* YA / YB: whether GA / GB read the saved output y (y may be NULL otherwise). */
+#define LV_BIN_GRAD_FN(fname, TYPE, YA, YB, GA, GB)                             \
+    LV_CLONES void fname(TYPE *gap, TYPE *gbp, const TYPE *gp, const TYPE *ap,  \
+                         const TYPE *bp, const TYPE *yp, const int *np, int bc) \
+    {                                                                           \
+        typedef TYPE T;                                                         \
+        const ptrdiff_t n = *np;                                                \
+        if (gap && gbp) LV_BIN_GSWITCH(T, 1, 1, (YA) || (YB), GA, GB);          \
+        else if (gap) LV_BIN_GSWITCH(T, 1, 0, YA, GA, GB);                      \
+        else if (gbp) LV_BIN_GSWITCH(T, 0, 1, YB, GA, GB);                      \
+    }
+
+#define LV_BIN_OP(name, EXPR, YA, YB, GA, GB)                                   \
+    LV_BIN_FWD_FN(lucid_v##name##f, float, EXPR)                                \
+    LV_BIN_FWD_FN(lucid_v##name, double, EXPR)                                  \
+    LV_BIN_GRAD_FN(lucid_v##name##_gradf, float, YA, YB, GA, GB)                \
+    LV_BIN_GRAD_FN(lucid_v##name##_grad, double, YA, YB, GA, GB)
+
+/* ---- the ops --------------------------------------------------------------- */
+
+/* Ties split the gradient evenly, as in PyTorch; a nan operand sends g to both. */
+LV_BIN_OP(maximum, LV_MAXIMUM(a, b), 0, 0,
+          a < b ? (T)0 : (a == b ? g * (T)0.5 : g),
+          a > b ? (T)0 : (a == b ? g * (T)0.5 : g))
+LV_BIN_OP(minimum, LV_MINIMUM(a, b), 0, 0,
+          a > b ? (T)0 : (a == b ? g * (T)0.5 : g),
+          a < b ? (T)0 : (a == b ? g * (T)0.5 : g))
+/* d atan2(a, b) = (b da - a db) / (a^2 + b^2) */
+LV_BIN_OP(atan2, ATAN2(a, b), 0, 0,
+          g / (a * a + b * b) * b,
+          -g / (a * a + b * b) * a)
+/* d hypot = (a da + b db) / y */
+LV_BIN_OP(hypot, HYPOT(a, b), 1, 1, g / y * a, g / y * b)
+/* d logaddexp = e^(a - y) da + e^(b - y) db */
+LV_BIN_OP(logaddexp, LOGADDEXP(a, b), 1, 1, g * EXP(a - y), g * EXP(b - y))
+
+/* pow. A scalar exponent that one correctly rounded operation gives exactly takes
+ * that operation (as NumPy does): x**2, x**-1, x**0.5 cost a multiply, a divide, a
+ * square root. x**0.5 follows pow, not sqrt, at -0 (+0) and -inf (+inf). */
+enum { LV_POW_ZERO, LV_POW_ONE, LV_POW_TWO, LV_POW_RECIP, LV_POW_SQRT, LV_POW_ANY };
+
+static int lv_pow_kind(double e)
+{
+    if (e == 0) return LV_POW_ZERO;
+    if (e == 1) return LV_POW_ONE;
+    if (e == 2) return LV_POW_TWO;
+    if (e == -1) return LV_POW_RECIP;
+    if (e == 0.5) return LV_POW_SQRT;
+    return LV_POW_ANY;
+}
+
+#define LV_POW_SQRT_EXPR(T, v) ((v) == -(T)INFINITY ? (T)INFINITY : SQRT(v) + (T)0)
+
+/* LOOP(a^e) for the exponent's kind, as an expression in a; ANY for the rest. */
+#define LV_POW_SWITCH(T, kind, LOOP, ANY)                                       \
+    switch (kind) {                                                             \
+    case LV_POW_ZERO: LOOP((T)1); break;                                        \
+    case LV_POW_ONE: LOOP(a); break;                                            \
+    case LV_POW_TWO: LOOP(a * a); break;                                        \
+    case LV_POW_RECIP: LOOP((T)1 / a); break;                                   \
+    case LV_POW_SQRT: LOOP(LV_POW_SQRT_EXPR(T, a)); break;                      \
+    default: LOOP(ANY); break;                                                  \
+    }
+
+/* d pow = b a^(b-1) da + y log(a) db; as PyTorch, 0 where b == 0 (for da) and
+ * where a == 0 and b >= 0 (for db). */
+#define LV_POW_GA(T, AB1) (b == 0 ? (T)0 : g * b * (AB1))
+#define LV_POW_GB(T) ((a == 0 && b >= 0) ? (T)0 : g * y * LOG(a))
+#define LV_POW_FWD_B(EXPR) LV_BIN_LOOP(T, 0, 1, EXPR)
+#define LV_POW_GRAD_B(EXPR) LV_BIN_GLOOP(T, 0, 1, 1, 0, 0, LV_POW_GA(T, EXPR), (T)0)
+
+#define LV_POW_FNS(fwd, grad, TYPE)                                                   \
+    LV_CLONES void fwd(TYPE *zp, const TYPE *ap, const TYPE *bp,    \
+                                   const int *np, int bc)                       \
+    {                                                                           \
+        typedef TYPE T;                                                         \
+        const ptrdiff_t n = *np;                                                \
+        if (bc == LV_BC_B) LV_POW_SWITCH(T, lv_pow_kind(bp[0]), LV_POW_FWD_B, POW(a, b)) \
+        else if (bc == LV_BC_A) LV_BIN_LOOP(T, 1, 0, POW(a, b));                \
+        else LV_BIN_LOOP(T, 0, 0, POW(a, b));                                   \
+    }                                                                           \
+    LV_CLONES void grad(TYPE *gap, TYPE *gbp, const TYPE *gp, \
+            const TYPE *ap, const TYPE *bp, const TYPE *yp, const int *np, int bc) \
+    {                                                                           \
+        typedef TYPE T;                                                         \
+        const ptrdiff_t n = *np;                                                \
+        if (bc == LV_BC_B && gap && !gbp)   /* x ** c: the shortcuts for c - 1 */ \
+            LV_POW_SWITCH(T, lv_pow_kind(bp[0] - 1), LV_POW_GRAD_B, POW(a, b - 1)) \
+        else if (gap && gbp)                                                    \
+            LV_BIN_GSWITCH(T, 1, 1, 1, LV_POW_GA(T, POW(a, b - 1)), LV_POW_GB(T)); \
+        else if (gap)                                                           \
+            LV_BIN_GSWITCH(T, 1, 0, 0, LV_POW_GA(T, POW(a, b - 1)), LV_POW_GB(T)); \
+        else if (gbp)                                                           \
+            LV_BIN_GSWITCH(T, 0, 1, 1, LV_POW_GA(T, POW(a, b - 1)), LV_POW_GB(T)); \
+    }
+
+LV_POW_FNS(lucid_vpowf, lucid_vpow_gradf, float)
+LV_POW_FNS(lucid_vpow, lucid_vpow_grad, double)
+
+/* ---- neg ------------------------------------------------------------------- */
+
+LV_CLONES void lucid_vnegf(float *y, const float *x, const int *np)
+{
+    const ptrdiff_t n = *np;
+    _Pragma("omp simd")
+    for (ptrdiff_t i = 0; i < n; i++) y[i] = -x[i];
+}
+
+LV_CLONES void lucid_vneg(double *y, const double *x, const int *np)
+{
+    const ptrdiff_t n = *np;
+    _Pragma("omp simd")
+    for (ptrdiff_t i = 0; i < n; i++) y[i] = -x[i];
+}
