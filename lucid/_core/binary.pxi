@@ -175,6 +175,19 @@ cdef inline bint _full(cnp.ndarray x, tuple shape):
     return cnp.PyArray_IS_C_CONTIGUOUS(x) and _shp(x) == shape
 
 
+cdef tuple _bshape(cnp.ndarray a, cnp.ndarray b):
+    """The broadcast shape of a and b (the common cases without np.broadcast_shapes,
+    which is Python code and costs microseconds)."""
+    cdef tuple sa = _shp(a), sb = _shp(b)
+    if sa == sb:
+        return sa
+    if cnp.PyArray_SIZE(a) == 1 and cnp.PyArray_NDIM(a) <= cnp.PyArray_NDIM(b):
+        return sb
+    if cnp.PyArray_SIZE(b) == 1 and cnp.PyArray_NDIM(b) <= cnp.PyArray_NDIM(a):
+        return sa
+    return np.broadcast_shapes(sa, sb)
+
+
 cdef int _bc_mode(cnp.ndarray a, cnp.ndarray b, tuple shape):
     """How the kernels can read a and b for an output of `shape`: LV_BC_NONE (both
     full and contiguous), LV_BC_A / LV_BC_B (that one is a single value), or -1
@@ -189,14 +202,14 @@ cdef int _bc_mode(cnp.ndarray a, cnp.ndarray b, tuple shape):
     return -1
 
 
-cdef cnp.ndarray _bin_forward(int idx, object xa, object xb, object npdt):
+cdef cnp.ndarray _bin_forward(int idx, object xa, object xb):
     """op(xa, xb) with lucid's kernels, for float16/32/64 operands (ndarrays or NumPy
-    scalars) already of dtype npdt. float16 computes in float32."""
-    if npdt == np.float16:
-        return _to_half(_bin_forward(idx, np.asarray(xa, np.float32), np.asarray(xb, np.float32),
-                                     np.dtype(np.float32)))
-    cdef cnp.ndarray a = np.asarray(xa), b = np.asarray(xb)
-    cdef tuple shape = np.broadcast_shapes(_shp(a), _shp(b))
+    scalars) of one dtype. float16 computes in float32."""
+    cdef cnp.ndarray a = xa if type(xa) is np.ndarray else np.asarray(xa)
+    cdef cnp.ndarray b = xb if type(xb) is np.ndarray else np.asarray(xb)
+    if cnp.PyArray_TYPE(a) == cnp.NPY_FLOAT16:
+        return _to_half(_bin_forward(idx, a.astype(np.float32), b.astype(np.float32)))
+    cdef tuple shape = _bshape(a, b)
     cdef const BinaryKernels *k = &_BIN_K[idx]
     cdef int num = cnp.PyArray_TYPE(a)
     cdef Py_ssize_t isz = cnp.PyArray_ITEMSIZE(a)
@@ -237,7 +250,7 @@ cdef tuple _bin_backward(int idx, cnp.ndarray g, object xa, object xb, object y,
     None where not wanted. xa / xb are the saved operands (arrays or Python
     scalars), y the saved output or None (read only by the ops that need it)."""
     cdef object dt = g.dtype
-    if dt == np.float16:
+    if cnp.PyArray_TYPE(g) == cnp.NPY_FLOAT16:
         f32 = np.float32
         ha, hb = _bin_backward(idx, g.astype(f32), np.asarray(xa, f32), np.asarray(xb, f32),
                                None if y is None else np.asarray(y, f32), want_a, want_b)
@@ -588,7 +601,7 @@ cdef object _binary(object a, object b, int op, object alpha):
         elif op == _OP_MUL:
             r = xa * xb
         elif _OP_POW <= op <= _OP_LOGADDEXP and dt.is_floating_point:
-            r = _bin_forward(op - _OP_POW, xa, xb, dt.numpy_dtype)
+            r = _bin_forward(op - _OP_POW, xa, xb)
         elif op == _OP_MAXIMUM or op == _OP_MINIMUM:
             r = _EXTRA_UFUNCS[op - _OP_MAXIMUM](xa, xb)
         else:

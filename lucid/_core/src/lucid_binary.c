@@ -40,13 +40,20 @@ LV_SIMD_PAIR2(hypot)
 
 /* ---- element functions ------------------------------------------------- */
 
+/* Written once for a type T, instantiated for float and double; inlined into the loops. */
+#define LV_FN2(name, body)                                                      \
+    static inline float lv_##name##f(float a, float b) { typedef float T; body }  \
+    static inline double lv_##name(double a, double b) { typedef double T; body }
+
 /* maximum / minimum as IEEE 754-2019 defines them (and PyTorch for nan): nan if
- * either operand is nan (a + b is that nan), and -0 < +0, so maximum(-0, +0) = +0
- * and minimum(-0, +0) = -0 in either order. */
-#define LV_MAXIMUM(a, b) (((a) != (a) || (b) != (b)) ? (a) + (b) :                     \
-                          ((a) > (b) ? (a) : ((a) < (b) ? (b) : (signbit(a) ? (b) : (a)))))
-#define LV_MINIMUM(a, b) (((a) != (a) || (b) != (b)) ? (a) + (b) :                     \
-                          ((a) < (b) ? (a) : ((a) > (b) ? (b) : (signbit(a) ? (a) : (b)))))
+ * either operand is nan, and -0 < +0, so maximum(-0, +0) = +0 and minimum(-0, +0)
+ * = -0 in either order. The compare-select returns b when b is nan; equal zeros
+ * take a + b (max) or -(-a - b) (min), which carry exactly that sign (signbit
+ * would keep gcc from vectorising the double loop). */
+LV_FN2(maximum, T r = a > b ? a : b; r = (a == b && a == 0) ? a + b : r; return a != a ? a : r;)
+LV_FN2(minimum, T r = a < b ? a : b; r = (a == b && a == 0) ? -(-a - b) : r; return a != a ? a : r;)
+#define LV_MAXIMUM(a, b) LV_GENERIC2(a, b, lv_maximumf, lv_maximum)
+#define LV_MINIMUM(a, b) LV_GENERIC2(a, b, lv_minimumf, lv_minimum)
 
 /* log(e^a + e^b) = max + log1p(e^-|a - b|): no overflow, and e^-|a-b| <= 1. Equal
  * operands (the infinities included, where a - b is nan) give a + log 2. */
