@@ -101,11 +101,20 @@ static inline float lv_logaddexpf(float a, float b)
         }                                                                       \
     } while (0)
 
-#define LV_BIN_FWD_FN(fname, TYPE, EXPR)                                        \
+/* On macOS the plain (no broadcast) forward of the ops vForce has is the vForce
+ * function itself (untested: we have no macOS machine). */
+#if defined(__APPLE__)
+#define LV_VV(call) if (bc == LV_BC_NONE) { call; return; }
+#else
+#define LV_VV(call)
+#endif
+
+#define LV_BIN_FWD_FN(fname, TYPE, EXPR, VV)                                    \
     LV_CLONES void fname(TYPE *zp, const TYPE *ap, const TYPE *bp, const int *np, int bc) \
     {                                                                           \
         typedef TYPE T;                                                         \
         const ptrdiff_t n = *np;                                                \
+        VV                                                                      \
         if (bc == LV_BC_A) LV_BIN_LOOP(T, 1, 0, EXPR);                          \
         else if (bc == LV_BC_B) LV_BIN_LOOP(T, 0, 1, EXPR);                     \
         else LV_BIN_LOOP(T, 0, 0, EXPR);                                        \
@@ -168,29 +177,29 @@ static inline float lv_logaddexpf(float a, float b)
         else if (gbp) LV_BIN_GSWITCH(T, 0, 1, YB, GA, GB);                      \
     }
 
-#define LV_BIN_OP(name, EXPR, YA, YB, GA, GB)                                   \
-    LV_BIN_FWD_FN(lucid_v##name##f, float, EXPR)                                \
-    LV_BIN_FWD_FN(lucid_v##name, double, EXPR)                                  \
+#define LV_BIN_OP(name, EXPR, VVF, VVD, YA, YB, GA, GB)                         \
+    LV_BIN_FWD_FN(lucid_v##name##f, float, EXPR, VVF)                           \
+    LV_BIN_FWD_FN(lucid_v##name, double, EXPR, VVD)                             \
     LV_BIN_GRAD_FN(lucid_v##name##_gradf, float, YA, YB, GA, GB)                \
     LV_BIN_GRAD_FN(lucid_v##name##_grad, double, YA, YB, GA, GB)
 
 /* ---- the ops --------------------------------------------------------------- */
 
 /* Ties split the gradient evenly, as in PyTorch; a nan operand sends g to both. */
-LV_BIN_OP(maximum, LV_MAXIMUM(a, b), 0, 0,
+LV_BIN_OP(maximum, LV_MAXIMUM(a, b), , , 0, 0,
           a < b ? (T)0 : (a == b ? g * (T)0.5 : g),
           a > b ? (T)0 : (a == b ? g * (T)0.5 : g))
-LV_BIN_OP(minimum, LV_MINIMUM(a, b), 0, 0,
+LV_BIN_OP(minimum, LV_MINIMUM(a, b), , , 0, 0,
           a > b ? (T)0 : (a == b ? g * (T)0.5 : g),
           a < b ? (T)0 : (a == b ? g * (T)0.5 : g))
-/* d atan2(a, b) = (b da - a db) / (a^2 + b^2) */
-LV_BIN_OP(atan2, ATAN2(a, b), 0, 0,
+/* d atan2(a, b) = (b da - a db) / (a^2 + b^2). vForce: vvatan2f(z, y, x, n) = atan2(y, x). */
+LV_BIN_OP(atan2, ATAN2(a, b), LV_VV(vvatan2f(zp, ap, bp, np)), LV_VV(vvatan2(zp, ap, bp, np)), 0, 0,
           g / (a * a + b * b) * b,
           -g / (a * a + b * b) * a)
 /* d hypot = (a da + b db) / y */
-LV_BIN_OP(hypot, HYPOT(a, b), 1, 1, g / y * a, g / y * b)
+LV_BIN_OP(hypot, HYPOT(a, b), , , 1, 1, g / y * a, g / y * b)
 /* d logaddexp = e^(a - y) da + e^(b - y) db */
-LV_BIN_OP(logaddexp, LOGADDEXP(a, b), 1, 1, g * EXP(a - y), g * EXP(b - y))
+LV_BIN_OP(logaddexp, LOGADDEXP(a, b), , , 1, 1, g * EXP(a - y), g * EXP(b - y))
 
 /* pow. A scalar exponent that one correctly rounded operation gives exactly takes
  * that operation (as NumPy does): x**2, x**-1, x**0.5 cost a multiply, a divide, a
@@ -227,17 +236,18 @@ static int lv_pow_kind(double e)
 #define LV_POW_FWD_B(EXPR) LV_BIN_LOOP(T, 0, 1, EXPR)
 #define LV_POW_GRAD_B(EXPR) LV_BIN_GLOOP(T, 0, 1, 1, 0, 0, LV_POW_GA(T, EXPR), (T)0)
 
-#define LV_POW_FNS(fwd, grad, TYPE)                                                   \
-    LV_CLONES void fwd(TYPE *zp, const TYPE *ap, const TYPE *bp,    \
-                                   const int *np, int bc)                       \
+/* vForce: vvpowf(z, y, x, n) = x^y, the exponent first. */
+#define LV_POW_FNS(fwd, grad, TYPE, VV)                                         \
+    LV_CLONES void fwd(TYPE *zp, const TYPE *ap, const TYPE *bp, const int *np, int bc) \
     {                                                                           \
         typedef TYPE T;                                                         \
         const ptrdiff_t n = *np;                                                \
+        VV                                                                      \
         if (bc == LV_BC_B) LV_POW_SWITCH(T, lv_pow_kind(bp[0]), LV_POW_FWD_B, POW(a, b)) \
         else if (bc == LV_BC_A) LV_BIN_LOOP(T, 1, 0, POW(a, b));                \
         else LV_BIN_LOOP(T, 0, 0, POW(a, b));                                   \
     }                                                                           \
-    LV_CLONES void grad(TYPE *gap, TYPE *gbp, const TYPE *gp, \
+    LV_CLONES void grad(TYPE *gap, TYPE *gbp, const TYPE *gp,                   \
             const TYPE *ap, const TYPE *bp, const TYPE *yp, const int *np, int bc) \
     {                                                                           \
         typedef TYPE T;                                                         \
@@ -252,13 +262,17 @@ static int lv_pow_kind(double e)
             LV_BIN_GSWITCH(T, 0, 1, 1, LV_POW_GA(T, POW(a, b - 1)), LV_POW_GB(T)); \
     }
 
-LV_POW_FNS(lucid_vpowf, lucid_vpow_gradf, float)
-LV_POW_FNS(lucid_vpow, lucid_vpow_grad, double)
+LV_POW_FNS(lucid_vpowf, lucid_vpow_gradf, float, LV_VV(vvpowf(zp, bp, ap, np)))
+LV_POW_FNS(lucid_vpow, lucid_vpow_grad, double, LV_VV(vvpow(zp, bp, ap, np)))
 
 /* ---- neg ------------------------------------------------------------------- */
 
 LV_CLONES void lucid_vnegf(float *y, const float *x, const int *np)
 {
+#if defined(__APPLE__)
+    vDSP_vneg(x, 1, y, 1, (vDSP_Length)*np);
+    return;
+#endif
     const ptrdiff_t n = *np;
     _Pragma("omp simd")
     for (ptrdiff_t i = 0; i < n; i++) y[i] = -x[i];
@@ -266,6 +280,10 @@ LV_CLONES void lucid_vnegf(float *y, const float *x, const int *np)
 
 LV_CLONES void lucid_vneg(double *y, const double *x, const int *np)
 {
+#if defined(__APPLE__)
+    vDSP_vnegD(x, 1, y, 1, (vDSP_Length)*np);
+    return;
+#endif
     const ptrdiff_t n = *np;
     _Pragma("omp simd")
     for (ptrdiff_t i = 0; i < n; i++) y[i] = -x[i];
