@@ -584,7 +584,11 @@ cdef object _binary(object a, object b, int op, object alpha):
         tb = _as_tensor(b)
     if ta is None and tb is None:
         raise TypeError("expected at least one Tensor operand")
-    cdef int code = _result_code(ta, sa, tb, sb)
+    cdef int code
+    if ta is not None and tb is not None and ta._dtype is tb._dtype:
+        code = ta._dtype.code          # one dtype: the result's, whatever the dims
+    else:
+        code = _result_code(ta, sa, tb, sb)
     if (op == _OP_DIV or _OP_ATAN2 <= op <= _OP_LOGADDEXP) and code < DT_FLOAT16:
         code = DT_FLOAT32          # true division (and atan2, ...) of integers gives the default float
     cdef DType dt = <DType>_DTYPES[code]
