@@ -71,6 +71,97 @@ static inline float lv_logaddexpf(float a, float b)
 }
 #define LOGADDEXP(u, v) LV_GENERIC2(u, v, lv_logaddexpf, lv_logaddexp)
 
+/* ---- logaddexp near its zero ------------------------------------------------
+ * Where e^a + e^b is close to 1 the result r is small and m + log1p(e^-|a-b|)
+ * cancels: its error is absolute (~2^-53), so relative to r it grows without bound
+ * (NumPy's and PyTorch's do the same). There lucid recomputes r = log1p(s),
+ * s = (e^m - 1) + e^(min), with both exponentials in double-double arithmetic
+ * (~2^-100 relative): s, and so r, keep full relative accuracy. This runs as a
+ * scalar pass over only those elements (|r| < 1/8 in float64, < 2^-24 in
+ * float32, which already works in double); whether an element takes it depends
+ * on its (a, b) alone. */
+typedef struct { double hi, lo; } lv_dd;
+
+static inline lv_dd lv_two_sum(double a, double b)
+{
+    double s = a + b, bb = s - a;
+    return (lv_dd){s, (a - (s - bb)) + (b - bb)};
+}
+
+static inline lv_dd lv_dd_mul_add(lv_dd x, lv_dd y, lv_dd c)   /* x * y + c */
+{
+    double p = x.hi * y.hi;
+    double pe = fma(x.hi, y.hi, -p) + (x.hi * y.lo + x.lo * y.hi);
+    lv_dd s = lv_two_sum(p, c.hi);
+    s.lo += pe + c.lo;
+    return lv_two_sum(s.hi, s.lo);
+}
+
+/* 1 / n! as double-double, n = 0..22 (from mpmath at 300 bits). */
+static const lv_dd lv_inv_fact[23] = {
+    {0x1.0000000000000p+0, 0x0.0p+0},
+    {0x1.0000000000000p+0, 0x0.0p+0},
+    {0x1.0000000000000p-1, 0x0.0p+0},
+    {0x1.5555555555555p-3, 0x1.5555555555555p-57},
+    {0x1.5555555555555p-5, 0x1.5555555555555p-59},
+    {0x1.1111111111111p-7, 0x1.1111111111111p-63},
+    {0x1.6c16c16c16c17p-10, -0x1.f49f49f49f49fp-65},
+    {0x1.a01a01a01a01ap-13, 0x1.a01a01a01a01ap-73},
+    {0x1.a01a01a01a01ap-16, 0x1.a01a01a01a01ap-76},
+    {0x1.71de3a556c734p-19, -0x1.c154f8ddc6c00p-73},
+    {0x1.27e4fb7789f5cp-22, 0x1.cbbc05b4fa99ap-76},
+    {0x1.ae64567f544e4p-26, -0x1.c062e06d1f209p-80},
+    {0x1.1eed8eff8d898p-29, -0x1.2aec959e14c06p-83},
+    {0x1.6124613a86d09p-33, 0x1.f28e0cc748ebep-87},
+    {0x1.93974a8c07c9dp-37, 0x1.05d6f8a2efd1fp-92},
+    {0x1.ae7f3e733b81fp-41, 0x1.1d8656b0ee8cbp-97},
+    {0x1.ae7f3e733b81fp-45, 0x1.1d8656b0ee8cbp-101},
+    {0x1.952c77030ad4ap-49, 0x1.ac981465ddc6cp-103},
+    {0x1.6827863b97d97p-53, 0x1.eec01221a8b0bp-107},
+    {0x1.2f49b46814157p-57, 0x1.2650f61dbdcb4p-112},
+    {0x1.e542ba4020225p-62, 0x1.ea72b4afe3c2fp-120},
+    {0x1.71b8ef6dcf572p-66, -0x1.d043ae40c4647p-120},
+    {0x1.0ce396db7f853p-70, -0x1.aebcdbd20331cp-124}
+};
+
+/* e^x as double-double for finite x <= 1: x = k ln2 + r, |r| <= ln2 / 2, with ln2 in
+ * three parts (the first has 42 bits, so k * hi is exact for |k| < 2^11); e^r by
+ * its Taylor series to r^22 / 22! (< 2^-110) in double-double. */
+static lv_dd lv_exp_dd(double x)
+{
+    if (x < -746.0) return (lv_dd){0.0, 0.0};
+    double k = nearbyint(x * 0x1.71547652b82fep+0);
+    double r0 = x - k * 0x1.62e42fefa3800p-1;                 /* exact */
+    double p1 = k * 0x1.ef35793c76730p-45, p1e = fma(k, 0x1.ef35793c76730p-45, -p1);
+    lv_dd r = lv_two_sum(r0, -p1);
+    r.lo -= p1e + k * 0x1.f97b57a079a19p-103;
+    r = lv_two_sum(r.hi, r.lo);
+    lv_dd p = lv_inv_fact[22];
+    for (int i = 21; i >= 0; i--) p = lv_dd_mul_add(p, r, lv_inv_fact[i]);
+    return (lv_dd){ldexp(p.hi, (int)k), ldexp(p.lo, (int)k)};
+}
+
+static double lv_logaddexp_dd(double a, double b)
+{
+    double m = a > b ? a : b, o = a > b ? b : a;
+    lv_dd em = lv_exp_dd(m), eo = lv_exp_dd(o);
+    lv_dd t = lv_two_sum(em.hi, -1.0);       /* not always exact: em.hi may be just below 1/2 */
+    lv_dd s = lv_two_sum(t.hi, eo.hi);
+    return log1p(s.hi + (s.lo + t.lo + em.lo + eo.lo));
+}
+
+#define LV_LAE_FIX(name, TYPE, LIMIT)                                           \
+    static void name(TYPE *z, const TYPE *a, const TYPE *b, ptrdiff_t n, int bc) \
+    {                                                                           \
+        for (ptrdiff_t i = 0; i < n; i++) {                                     \
+            if (!(fabs((double)z[i]) < (LIMIT))) continue;                      \
+            double x = a[bc == LV_BC_A ? 0 : i], y = b[bc == LV_BC_B ? 0 : i];  \
+            if (isfinite(x) && isfinite(y)) z[i] = (TYPE)lv_logaddexp_dd(x, y); \
+        }                                                                       \
+    }
+LV_LAE_FIX(lv_logaddexp_fixf, float, 0x1p-24)
+LV_LAE_FIX(lv_logaddexp_fix, double, 0.125)
+
 /* ---- loops --------------------------------------------------------------- */
 
 /* z[i] = EXPR over a = A[i] (or A[0] when SA), b = B[i] (or B[0] when SB). */
@@ -109,7 +200,7 @@ static inline float lv_logaddexpf(float a, float b)
 #define LV_VV(call)
 #endif
 
-#define LV_BIN_FWD_FN(fname, TYPE, EXPR, VV)                                    \
+#define LV_BIN_FWD_FN(fname, TYPE, EXPR, VV, AFTER)                             \
     LV_CLONES void fname(TYPE *zp, const TYPE *ap, const TYPE *bp, const int *np, int bc) \
     {                                                                           \
         typedef TYPE T;                                                         \
@@ -118,6 +209,7 @@ static inline float lv_logaddexpf(float a, float b)
         if (bc == LV_BC_A) LV_BIN_LOOP(T, 1, 0, EXPR);                          \
         else if (bc == LV_BC_B) LV_BIN_LOOP(T, 0, 1, EXPR);                     \
         else LV_BIN_LOOP(T, 0, 0, EXPR);                                        \
+        AFTER                                                                   \
     }
 
 /* ga[i] = GA and/or gb[i] = GB (WA, WB), reading g, a, b and, if RY, y. */
@@ -178,8 +270,11 @@ static inline float lv_logaddexpf(float a, float b)
     }
 
 #define LV_BIN_OP(name, EXPR, VVF, VVD, YA, YB, GA, GB)                         \
-    LV_BIN_FWD_FN(lucid_v##name##f, float, EXPR, VVF)                           \
-    LV_BIN_FWD_FN(lucid_v##name, double, EXPR, VVD)                             \
+    LV_BIN_OP_AFTER(name, EXPR, VVF, VVD, , , YA, YB, GA, GB)
+/* AFTERF / AFTERD: a statement run after the forward loops (logaddexp's fix-up). */
+#define LV_BIN_OP_AFTER(name, EXPR, VVF, VVD, AFTERF, AFTERD, YA, YB, GA, GB)   \
+    LV_BIN_FWD_FN(lucid_v##name##f, float, EXPR, VVF, AFTERF)                   \
+    LV_BIN_FWD_FN(lucid_v##name, double, EXPR, VVD, AFTERD)                     \
     LV_BIN_GRAD_FN(lucid_v##name##_gradf, float, YA, YB, GA, GB)                \
     LV_BIN_GRAD_FN(lucid_v##name##_grad, double, YA, YB, GA, GB)
 
@@ -199,7 +294,8 @@ LV_BIN_OP(atan2, ATAN2(a, b), LV_VV(vvatan2f(zp, ap, bp, np)), LV_VV(vvatan2(zp,
 /* d hypot = (a da + b db) / y */
 LV_BIN_OP(hypot, HYPOT(a, b), , , 1, 1, g / y * a, g / y * b)
 /* d logaddexp = e^(a - y) da + e^(b - y) db */
-LV_BIN_OP(logaddexp, LOGADDEXP(a, b), , , 1, 1, g * EXP(a - y), g * EXP(b - y))
+LV_BIN_OP_AFTER(logaddexp, LOGADDEXP(a, b), , , lv_logaddexp_fixf(zp, ap, bp, n, bc);,
+                lv_logaddexp_fix(zp, ap, bp, n, bc);, 1, 1, g * EXP(a - y), g * EXP(b - y))
 
 /* pow. A scalar exponent that one correctly rounded operation gives exactly takes
  * that operation (as NumPy does): x**2, x**-1, x**0.5 cost a multiply, a divide, a
