@@ -331,14 +331,16 @@ LUCID_UNARY_OPS
 LV_SUM(lucid_sumf, float)
 LV_SUM(lucid_sum, double)
 
+/* Last to first, for the reason LV_MAP1 is (a fresh output's huge pages are
+ * zeroed faster when first touched at their end). */
 LV_CLONES void lucid_fillf(float *y, float v, ptrdiff_t n)
 {
-    for (ptrdiff_t i = 0; i < n; i++) y[i] = v;
+    for (ptrdiff_t i = n - 1; i >= 0; i--) y[i] = v;
 }
 
 LV_CLONES void lucid_fill(double *y, double v, ptrdiff_t n)
 {
-    for (ptrdiff_t i = 0; i < n; i++) y[i] = v;
+    for (ptrdiff_t i = n - 1; i >= 0; i--) y[i] = v;
 }
 
 /* ---- what was chosen at load time ---------------------------------------- */
