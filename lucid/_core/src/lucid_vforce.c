@@ -219,23 +219,36 @@ static inline float lv_erfinvf(float x)
 /* A multiple of every vector width we target (16 floats = one AVX-512 register). */
 #define LV_BLOCK 16
 
+/* Blocks are visited from the last to the first. The values do not depend on
+ * the order (every element goes through the same vector body, and the blocks
+ * are the same: full blocks from the start, a padded partial block at the end),
+ * but the speed of a fresh output does: the first store into a newly mapped
+ * huge page makes the kernel zero all of it, and Linux zeroes the 4 KiB pieces
+ * towards the faulting one, last. Faulting at the page's end (a descending
+ * pass) gets them zeroed in ascending address order, which measured 2.5x
+ * cheaper than the descending order a forward pass triggers (AMD EPYC, KVM,
+ * Linux THP): 1e7 float32 outputs 4.8 -> 3.1 ms for a plain scaled copy.
+ * glibc's memcpy walks backwards for these (page-aliased) buffers, which is
+ * why x.copy() of the same bytes was faster than a forward kernel.
+ * Within a block, and for data already in cache, the order makes no difference. */
+
 /* y[i] = EXPR, where EXPR reads `v` (= x[i]) and may use the type name T. */
 #define LV_MAP1(fname, TYPE, EXPR)                                              \
     LV_CLONES void fname(TYPE *y, const TYPE *x, const int *np)                 \
     {                                                                           \
         typedef TYPE T;                                                         \
         const ptrdiff_t n = *np;                                                \
-        ptrdiff_t i = 0;                                                        \
-        for (; i + LV_BLOCK <= n; i += LV_BLOCK) {                              \
-            _Pragma("omp simd")                                                 \
-            for (int j = 0; j < LV_BLOCK; j++) { T v = x[i + j]; y[i + j] = (EXPR); } \
-        }                                                                       \
-        if (i < n) {                                                            \
+        const ptrdiff_t nfull = n - n % LV_BLOCK;                               \
+        if (nfull < n) {                                                        \
             T xb[LV_BLOCK] = {0}, yb[LV_BLOCK];                                 \
-            memcpy(xb, x + i, (size_t)(n - i) * sizeof(T));                     \
+            memcpy(xb, x + nfull, (size_t)(n - nfull) * sizeof(T));             \
             _Pragma("omp simd")                                                 \
             for (int j = 0; j < LV_BLOCK; j++) { T v = xb[j]; yb[j] = (EXPR); }  \
-            memcpy(y + i, yb, (size_t)(n - i) * sizeof(T));                     \
+            memcpy(y + nfull, yb, (size_t)(n - nfull) * sizeof(T));             \
+        }                                                                       \
+        for (ptrdiff_t i = nfull - LV_BLOCK; i >= 0; i -= LV_BLOCK) {           \
+            _Pragma("omp simd")                                                 \
+            for (int j = 0; j < LV_BLOCK; j++) { T v = x[i + j]; y[i + j] = (EXPR); } \
         }                                                                       \
     }
 
@@ -245,24 +258,24 @@ static inline float lv_erfinvf(float x)
     {                                                                           \
         typedef TYPE T;                                                         \
         const ptrdiff_t n = *np;                                                \
-        ptrdiff_t i = 0;                                                        \
-        for (; i + LV_BLOCK <= n; i += LV_BLOCK) {                              \
-            _Pragma("omp simd")                                                 \
-            for (int j = 0; j < LV_BLOCK; j++) {                                \
-                T g = gp[i + j], SNAME = sp[i + j];                             \
-                gx[i + j] = (EXPR);                                             \
-            }                                                                   \
-        }                                                                       \
-        if (i < n) {                                                            \
+        const ptrdiff_t nfull = n - n % LV_BLOCK;                               \
+        if (nfull < n) {                                                        \
             T gb[LV_BLOCK] = {0}, sb[LV_BLOCK] = {0}, ob[LV_BLOCK];             \
-            memcpy(gb, gp + i, (size_t)(n - i) * sizeof(T));                    \
-            memcpy(sb, sp + i, (size_t)(n - i) * sizeof(T));                    \
+            memcpy(gb, gp + nfull, (size_t)(n - nfull) * sizeof(T));            \
+            memcpy(sb, sp + nfull, (size_t)(n - nfull) * sizeof(T));            \
             _Pragma("omp simd")                                                 \
             for (int j = 0; j < LV_BLOCK; j++) {                                \
                 T g = gb[j], SNAME = sb[j];                                     \
                 ob[j] = (EXPR);                                                 \
             }                                                                   \
-            memcpy(gx + i, ob, (size_t)(n - i) * sizeof(T));                    \
+            memcpy(gx + nfull, ob, (size_t)(n - nfull) * sizeof(T));            \
+        }                                                                       \
+        for (ptrdiff_t i = nfull - LV_BLOCK; i >= 0; i -= LV_BLOCK) {           \
+            _Pragma("omp simd")                                                 \
+            for (int j = 0; j < LV_BLOCK; j++) {                                \
+                T g = gp[i + j], SNAME = sp[i + j];                             \
+                gx[i + j] = (EXPR);                                             \
+            }                                                                   \
         }                                                                       \
     }
 
@@ -318,14 +331,16 @@ LUCID_UNARY_OPS
 LV_SUM(lucid_sumf, float)
 LV_SUM(lucid_sum, double)
 
+/* Last to first, for the reason LV_MAP1 is (a fresh output's huge pages are
+ * zeroed faster when first touched at their end). */
 LV_CLONES void lucid_fillf(float *y, float v, ptrdiff_t n)
 {
-    for (ptrdiff_t i = 0; i < n; i++) y[i] = v;
+    for (ptrdiff_t i = n - 1; i >= 0; i--) y[i] = v;
 }
 
 LV_CLONES void lucid_fill(double *y, double v, ptrdiff_t n)
 {
-    for (ptrdiff_t i = 0; i < n; i++) y[i] = v;
+    for (ptrdiff_t i = n - 1; i >= 0; i--) y[i] = v;
 }
 
 /* ---- what was chosen at load time ---------------------------------------- */
