@@ -49,10 +49,13 @@ c_flags += ["-O0", "-g"] if DEBUG else ["-O3"]
 libraries = ["mvec", "m"] if sys.platform.startswith("linux") else []
 
 sources = [os.path.join(CORE, "_C.pyx"), os.path.join(CORE, "src", "lucid_vforce.c")]
+# Headers the C file includes: a change to one of them rebuilds the extension.
+depends = [os.path.join(CORE, "src", "lucid_special.h")]
 
 ext = Extension(
     "lucid._core._C",
     sources=sources,
+    depends=depends,
     include_dirs=[os.path.join(CORE, "include"), np.get_include()],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     extra_compile_args=c_flags,
