@@ -35,7 +35,7 @@ def y_s(s):          # erfinv(a) as a function of s = sqrt(w)
 
 # (kind, lo, hi, centre): fit ranges overlap the switch points a little.
 # float64: s up to sqrt(-log(2^-52)) = 6.0036 (a = 1 - 2^-53); float32: up to 3.993.
-F64 = dict(rnd="dd", switch=6.25, intervals=[("w", 0.0, 6.27, 0.0, 24), ("s", 2.495, 6.01, 4.25, 26)])
+F64 = dict(rnd="dd", switch=6.25, intervals=[("w", 0.0, 6.27, 3.125, 24), ("s", 2.495, 6.01, 4.25, 26)])
 F32 = dict(rnd="float", switch=4.0, intervals=[("w", 0.0, 4.02, 0.0, 9), ("s", 1.995, 3.995, 3.0, 8)])
 
 def _round(v, rnd):

@@ -19,9 +19,10 @@
  * With a = |x| and w = -log(1 - a^2), two polynomials fitted by
  * tools/fit_erfinv.py (mpmath; minimax in relative error; coefficients rounded
  * one at a time, the higher ones refitted after each rounding):
- *   centre, w < W:  erfinv(x) = a * P(w)          P ~ erfinv(a)/a, analytic in w
+ *   centre, w < W:  erfinv(x) = a * P(w - c)      P ~ erfinv(a)/a, analytic in w
  *   tail,   w >= W: erfinv(x) = Q(sqrt(w) - c)    erfinv grows like sqrt(w)
- * (W = 6.25, a ~ 0.9981, for float64; W = 4, a ~ 0.9908, for float32). No
+ * (W = 6.25, a ~ 0.9981, c = 3.125 for float64; W = 4, a ~ 0.9908, c = 0 for
+ * float32). No
  * refinement step: the polynomials are accurate to below the dtype's rounding,
  * and the constant terms are stored as hi + lo and added last, in one rounding.
  * Both pieces are computed for every lane and one is selected: with one Horner
@@ -33,17 +34,17 @@
  * in the tail, where erfinv ~ sqrt(w) halves w's relative error.
  * Special values: erfinv(+-0) = +-0 (a * P), erfinv(+-1) = +-inf, nan for
  * |x| > 1 and nan. Subnormal x: a * P(0), one rounding. */
-/* w in [0.0, 6.27], centre 0.0, degree 24: max relative error 3.19e-18 (coefficients as stored, exact arithmetic) */
+/* w in [0.0, 6.27], centre 3.125, degree 24: max relative error 3.53e-18 (coefficients as stored, exact arithmetic) */
 static const double lv_erfinv_c64[26] = {   /* c0 hi, c0 lo, c1, c2, ... */
-    0.886226925452758, -4.1082589814245846e-17, 0.2320136665346551, 0.011549342038248502,
-    -0.0023351016412880505, -0.0001280432967243375, 4.6611451953511337e-05,
-    2.019952587858849e-06, -1.012473602625901e-06, -3.742833548752623e-08,
-    2.2960708708157603e-08, 5.907793720194896e-10, -3.974244307428246e-10,
-    -9.497998140160938e-11, 5.167774033307343e-11, -1.557178053352184e-11,
-    4.902678916586602e-12, -1.3641099321502987e-12, 2.866476068428583e-13,
-    -4.425267803643761e-14, 5.034060423795751e-15, -4.203776731279774e-16,
-    2.5219975055114184e-17, -1.033941997577473e-18, 2.6029243939634474e-20,
-    -3.042880995657299e-22
+    1.6536545626831027, -1.8702432180720906e-17, 0.24015818242558834,
+    -0.0060336708714269945, -0.0007407025341546069, 0.00018673420802051399,
+    -1.388252339406978e-05, -1.3654691772249175e-06, 4.2347881696881603e-07,
+    -2.907038994324403e-08, -4.11266053953819e-09, 1.0512225999029488e-09,
+    -5.414299000562387e-11, -1.2978518293867266e-11, 2.630515460995074e-12,
+    -8.078900880942389e-14, -4.001806913761705e-14, 6.532630496805167e-15,
+    -3.962122025289251e-17, -1.2336418523457652e-16, 1.5526106621890066e-17,
+    6.893550889322302e-19, -3.479552398885182e-19, 1.6807569675667202e-20,
+    3.2044430792333976e-21, -3.051161326159114e-22
 };
 /* s in [2.495, 6.01], centre 4.25, degree 26: max relative error 7.21e-18 (coefficients as stored, exact arithmetic) */
 static const double lv_erfinv_t64[28] = {   /* c0 hi, c0 lo, c1, c2, ... */
@@ -78,16 +79,23 @@ LV_INLINE double lv_erfinv(double x)
     double z = a < 0.5 ? 1.0 - a * a : (1.0 - a) * (1.0 + a);
     double w = -log(z);                  /* +inf at a = 1, nan for a > 1 */
     double t = sqrt(w) - 4.25;           /* exact in the tail (s in [2.5, 6.01]) */
+    /* The centre's polynomial is in tc = w - 3.125: expanded at w = 0 it would be
+     * ill-conditioned near w = 6 (erfinv(a)/a has singularities at w = +-2 pi i).
+     * tc is exact for w >= 1.5625; below, ec is its rounding error (Fast2Sum),
+     * added back as P'(tc) * ec with P' to first order. */
+    double tc = w - 3.125;
+    double ec = w - (tc + 3.125);
     double p, q;
     p = lv_erfinv_c64[25];
-    p = p * w + lv_erfinv_c64[24]; p = p * w + lv_erfinv_c64[23]; p = p * w + lv_erfinv_c64[22];
-    p = p * w + lv_erfinv_c64[21]; p = p * w + lv_erfinv_c64[20]; p = p * w + lv_erfinv_c64[19];
-    p = p * w + lv_erfinv_c64[18]; p = p * w + lv_erfinv_c64[17]; p = p * w + lv_erfinv_c64[16];
-    p = p * w + lv_erfinv_c64[15]; p = p * w + lv_erfinv_c64[14]; p = p * w + lv_erfinv_c64[13];
-    p = p * w + lv_erfinv_c64[12]; p = p * w + lv_erfinv_c64[11]; p = p * w + lv_erfinv_c64[10];
-    p = p * w + lv_erfinv_c64[9]; p = p * w + lv_erfinv_c64[8]; p = p * w + lv_erfinv_c64[7];
-    p = p * w + lv_erfinv_c64[6]; p = p * w + lv_erfinv_c64[5]; p = p * w + lv_erfinv_c64[4];
-    p = p * w + lv_erfinv_c64[3]; p = p * w + lv_erfinv_c64[2]; p = p * w + lv_erfinv_c64[1];
+    p = p * tc + lv_erfinv_c64[24]; p = p * tc + lv_erfinv_c64[23]; p = p * tc + lv_erfinv_c64[22];
+    p = p * tc + lv_erfinv_c64[21]; p = p * tc + lv_erfinv_c64[20]; p = p * tc + lv_erfinv_c64[19];
+    p = p * tc + lv_erfinv_c64[18]; p = p * tc + lv_erfinv_c64[17]; p = p * tc + lv_erfinv_c64[16];
+    p = p * tc + lv_erfinv_c64[15]; p = p * tc + lv_erfinv_c64[14]; p = p * tc + lv_erfinv_c64[13];
+    p = p * tc + lv_erfinv_c64[12]; p = p * tc + lv_erfinv_c64[11]; p = p * tc + lv_erfinv_c64[10];
+    p = p * tc + lv_erfinv_c64[9]; p = p * tc + lv_erfinv_c64[8]; p = p * tc + lv_erfinv_c64[7];
+    p = p * tc + lv_erfinv_c64[6]; p = p * tc + lv_erfinv_c64[5]; p = p * tc + lv_erfinv_c64[4];
+    p = p * tc + lv_erfinv_c64[3]; p = p * tc + lv_erfinv_c64[2];
+    p = p * tc + (lv_erfinv_c64[1] + (lv_erfinv_c64[2] + 2.0 * lv_erfinv_c64[3] * tc) * ec);
     p = lv_erfinv_c64[0] + p;
     q = lv_erfinv_t64[27];
     q = q * t + lv_erfinv_t64[26]; q = q * t + lv_erfinv_t64[25]; q = q * t + lv_erfinv_t64[24];
