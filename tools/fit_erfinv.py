@@ -12,7 +12,7 @@ iterations towards minimax, all in mpmath at 40 digits.  Then the coefficients a
 rounded to double one at a time, lowest first, refitting the higher ones after each
 rounding (the constant term is kept as hi + lo, so its rounding does not add to the result's).
 
-Usage: python tools/fit_erfinv.py [float64|float32]   (~1-2 min per dtype)
+Usage: python tools/fit_erfinv.py [float64|float32]   (a few minutes per dtype)
 """
 import sys
 import mpmath as mp
