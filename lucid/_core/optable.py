@@ -17,7 +17,7 @@ Fields
             "" (nothing: the gradient is zero, as for floor)
   c         (float32 function, float64 function) the forward kernel applies
             element-wise: libm names (vectorised through libmvec) or lucid's
-            own inline functions (``lv_*`` in src/lucid_vforce.c)
+            own inline functions (``lv_*`` in src/lucid_vforce.c and src/lucid_special.h)
   c_grad    the fused backward, a C expression in g, T and the saved x or y
             (EXP, LOG, SQRT, ... are type-generic; see lucid_vforce.c)
   grad      the graph-mode backward, the same formula written with lucid ops

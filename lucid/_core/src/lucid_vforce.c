@@ -151,70 +151,8 @@ static inline double lv_gelu(double x)
  * (x < -13), and the product with x would lift those few bits into a normal result. */
 static inline float lv_geluf(float x) { return (float)lv_gelu((double)x); }
 
-/* erfinv: Giles' single-precision approximation (M. Giles, "Approximating the
- * erfinv function", GPU Computing Gems, 2011) as a starting point, then four
- * refinement steps in double: Halley on erf(y) - a for a < 0.5, and for a >= 0.5
- * Newton on log(erfc(y)) - log(1 - a), which is nearly quadratic in y, so it
- * converges from the ~10% error the polynomial has in the float64 tail. */
-/* Giles' polynomial in w = -log(1 - a^2), for a = |x|: the starting point. */
-LV_FN(erfinv_start,
-    T a = FABS(x);
-    T w = -LOG((1 - a) * (1 + a));
-    T p;
-    if (w < 5) {
-        w -= (T)2.5;
-        p = (T)2.81022636e-08;
-        p = (T)3.43273939e-07 + p * w;
-        p = (T)-3.5233877e-06 + p * w;
-        p = (T)-4.39150654e-06 + p * w;
-        p = (T)0.00021858087 + p * w;
-        p = (T)-0.00125372503 + p * w;
-        p = (T)-0.00417768164 + p * w;
-        p = (T)0.246640727 + p * w;
-        p = (T)1.50140941 + p * w;
-    } else {
-        w = SQRT(w) - 3;
-        p = (T)-0.000200214257;
-        p = (T)0.000100950558 + p * w;
-        p = (T)0.00134934322 + p * w;
-        p = (T)-0.00367342844 + p * w;
-        p = (T)0.00573950773 + p * w;
-        p = (T)-0.0076224613 + p * w;
-        p = (T)0.00943887047 + p * w;
-        p = (T)1.00167406 + p * w;
-        p = (T)2.83297682 + p * w;
-    }
-    return p * a;)
-
-static inline double lv_erfinv(double x)
-{
-    double a = fabs(x);
-    double y = lv_erfinv_start(x);
-    double la = log(1.0 - a);            /* exact argument: 1 - a is exact for a >= 0.5 */
-    for (int k = 0; k < 4; k++) {
-        double e2 = exp(y * y);
-        /* centre: Halley on erf(y) - a */
-        double u = (erf(y) - a) * 0.886226925452758 * e2;
-        double yc = y - u / (1.0 + y * u);
-        /* tail: Newton on log(erfc(y)) - log(1 - a), nearly quadratic in y there */
-        double ec = erfc(y);
-        double yt = y + (log(ec) - la) * ec * e2 * 0.886226925452758;
-        y = a < 0.5 ? yc : yt;
-    }
-    y = a == 1.0 ? INFINITY : (a > 1.0 ? NAN : y);
-    return copysign(y, x);
-}
-
-/* float32: one Newton step in float is enough (a float input cannot come close to 1). */
-static inline float lv_erfinvf(float x)
-{
-    float a = fabsf(x);
-    float y = lv_erfinv_startf(x);
-    float r = a < 0.5f ? erff(y) - a : (1.0f - a) - erfcf(y);
-    y -= r * 0.88622693f * expf(y * y);
-    y = a == 1.0f ? INFINITY : (a > 1.0f ? NAN : y);
-    return copysignf(y, x);
-}
+/* lucid's own special functions (erfinv): static inline element functions. */
+#include "lucid_special.h"
 
 /* A multiple of every vector width we target (16 floats = one AVX-512 register). */
 #define LV_BLOCK 16
