@@ -44,7 +44,21 @@ import zlib
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
+
+
+def _built_in_place(root):
+    """True if the checkout's lucid has its compiled extension (build_ext --inplace)."""
+    core = os.path.join(root, "lucid", "_core")
+    try:
+        return any(f.startswith("_C.") and f.endswith((".so", ".pyd")) for f in os.listdir(core))
+    except OSError:
+        return False
+
+
+# Measure this checkout's in-place build when there is one; otherwise (a clean checkout
+# with lucid pip-installed, as in CI) the installed package, which the unbuilt source
+# tree would shadow.
+if ROOT not in sys.path and _built_in_place(ROOT):
     sys.path.insert(0, ROOT)
 
 # ---------------------------------------------------------------------------
