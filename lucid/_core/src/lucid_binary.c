@@ -75,9 +75,9 @@ static inline float lv_logaddexpf(float a, float b)
  * Where e^a + e^b is close to 1 the result r is small and m + log1p(e^-|a-b|)
  * cancels: its error is absolute (~2^-53), so relative to r it grows without bound
  * (NumPy's and PyTorch's do the same). There lucid recomputes r = log1p(s),
- * s = (e^m - 1) + e^(min), with both exponentials in double-double arithmetic
- * (~2^-100 relative): s, and so r, keep full relative accuracy. This runs as a
- * scalar pass over only those elements (|r| < 1/8 in float64, < 2^-24 in
+ * s = expm1(max) + e^min, with both terms in double-double arithmetic (~2^-106 of
+ * their own size): s, and so r, keep their relative accuracy. This runs as a
+ * scalar pass over only those elements (|r| < 1/4 in float64, < 2^-24 in
  * float32, which already works in double); whether an element takes it depends
  * on its (a, b) alone. */
 typedef struct { double hi, lo; } lv_dd;
@@ -127,7 +127,7 @@ static const lv_dd lv_inv_fact[23] = {
 /* e^x as double-double for finite x <= 1: x = k ln2 + r, |r| <= ln2 / 2, with ln2 in
  * three parts (the first has 42 bits, so k * hi is exact for |k| < 2^11); e^r by
  * its Taylor series to r^22 / 22! (< 2^-110) in double-double. */
-static lv_dd lv_exp_dd(double x)
+static inline __attribute__((always_inline)) lv_dd lv_exp_dd(double x)
 {
     if (x < -746.0) return (lv_dd){0.0, 0.0};
     double k = nearbyint(x * 0x1.71547652b82fep+0);
@@ -141,17 +141,33 @@ static lv_dd lv_exp_dd(double x)
     return (lv_dd){ldexp(p.hi, (int)k), ldexp(p.lo, (int)k)};
 }
 
-static double lv_logaddexp_dd(double a, double b)
+/* e^x - 1 as double-double: below ln2 / 2 in magnitude the series without its
+ * leading 1, so a tiny result keeps its relative accuracy. */
+static inline __attribute__((always_inline)) lv_dd lv_expm1_dd(double x)
 {
-    double m = a > b ? a : b, o = a > b ? b : a;
-    lv_dd em = lv_exp_dd(m), eo = lv_exp_dd(o);
-    lv_dd t = lv_two_sum(em.hi, -1.0);       /* not always exact: em.hi may be just below 1/2 */
-    lv_dd s = lv_two_sum(t.hi, eo.hi);
-    return log1p(s.hi + (s.lo + t.lo + em.lo + eo.lo));
+    if (!(fabs(x) < 0x1.62e42fefa39efp-2)) {
+        lv_dd e = lv_exp_dd(x);
+        lv_dd t = lv_two_sum(e.hi, -1.0);
+        return lv_two_sum(t.hi, t.lo + e.lo);
+    }
+    lv_dd r = {x, 0.0}, p = lv_inv_fact[22];
+    for (int i = 21; i >= 1; i--) p = lv_dd_mul_add(p, r, lv_inv_fact[i]);
+    return lv_dd_mul_add(p, r, (lv_dd){0.0, 0.0});
 }
 
+/* r = log1p(s), s = (e^max - 1) + e^min: both terms to ~2^-106 of their own size,
+ * so s is accurate relative to itself unless the two cancel past that. */
+static inline __attribute__((always_inline)) double lv_logaddexp_dd(double a, double b)
+{
+    double m = a > b ? a : b, o = a > b ? b : a;
+    lv_dd em = lv_expm1_dd(m), eo = lv_exp_dd(o);
+    lv_dd s = lv_two_sum(em.hi, eo.hi);
+    return log1p(s.hi + (s.lo + em.lo + eo.lo));
+}
+
+/* Cloned like the loops, so fma is an instruction, not a libm call. */
 #define LV_LAE_FIX(name, TYPE, LIMIT)                                           \
-    static void name(TYPE *z, const TYPE *a, const TYPE *b, ptrdiff_t n, int bc) \
+    LV_CLONES static void name(TYPE *z, const TYPE *a, const TYPE *b, ptrdiff_t n, int bc) \
     {                                                                           \
         for (ptrdiff_t i = 0; i < n; i++) {                                     \
             if (!(fabs((double)z[i]) < (LIMIT))) continue;                      \
@@ -160,7 +176,7 @@ static double lv_logaddexp_dd(double a, double b)
         }                                                                       \
     }
 LV_LAE_FIX(lv_logaddexp_fixf, float, 0x1p-24)
-LV_LAE_FIX(lv_logaddexp_fix, double, 0.125)
+LV_LAE_FIX(lv_logaddexp_fix, double, 0.25)
 
 /* ---- loops --------------------------------------------------------------- */
 
