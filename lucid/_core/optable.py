@@ -134,7 +134,7 @@ UNARY = [
          "log(1 + e**x), stable for large |x| (beta = 1, no threshold).",
          torch="nn.functional.softplus"),
     _row("gelu", "Promote", "x", ("lv_geluf", "lv_gelu"),
-         f"g * ((T)0.5 * ERFC(-x * (T){_INV_SQRT2}) + x * (T){_INV_SQRT_2PI} * EXP((T)-0.5 * x * x))",
+         "g * lv_gelu_grad_g(x)",
          f"g * (0.5 * erfc(-(x * {_INV_SQRT2})) + x * {_INV_SQRT_2PI} * exp(-0.5 * (x * x)))",
          f"0.5 * x * sp.erfc(-x * {_INV_SQRT2})", "x / 2 * erfc(-x / sqrt(2))", (-8.0, 8.0),
          "Exact GELU, x * Phi(x) = x/2 * erfc(-x/sqrt(2)).", torch="nn.functional.gelu",
