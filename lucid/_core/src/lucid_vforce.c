@@ -207,8 +207,35 @@ static inline double lv_silu(double x)
     double r = (xc < 0 ? xc * uS : xc) / d;
     return xc < 0 ? r * 0x1p-600 : r;
 }
-/* d/dx silu = s (1 + x (1 - s)), s = sigmoid(x): one exp, not two */
-LV_FN(silu_grad, T s = lv_sigmoid_g(x); return x == -(T)INFINITY ? (T)0 : s * ((T)1 + x * ((T)1 - s));)
+/* d/dx silu = s (1 + x (1 - s)), s = sigmoid(x) = 1/(1 + w) or w/(1 + w), w = e^-|x|,
+ * and 1 - s the other one: one exp, one division. x is clamped to +-110 (float) / 760
+ * (double), so +-inf give the limits 1 and 0; nan stays nan. */
+static inline float lv_silu_gradf(float x)
+{
+    float xc = -110.0f > x ? -110.0f : x;
+    xc = xc > 110.0f ? 110.0f : xc;
+    int32_t ia = lv_ibitsf(xc) & 0x7fffffff;
+    float kf;
+    float em1 = lv_expm1_negf(lv_bitsf(ia), &kf);
+    float S = lv_pow2kf(kf, 64);
+    float w = (S * em1 + S) * 0x1p-64f;
+    float inv = 1.0f / (1.0f + w), winv = w * inv;
+    float s = xc < 0 ? winv : inv, oms = xc < 0 ? inv : winv;
+    return s + xc * (s * oms);
+}
+static inline double lv_silu_grad(double x)
+{
+    double xc = -760.0 > x ? -760.0 : x;
+    xc = xc > 760.0 ? 760.0 : xc;
+    int64_t ia = lv_ibits(xc) & 0x7fffffffffffffffLL;
+    double kf;
+    double em1 = lv_expm1_neg(lv_bits(ia), &kf);
+    double S = lv_pow2k(kf, 600);
+    double w = (S * em1 + S) * 0x1p-600;
+    double inv = 1.0 / (1.0 + w), winv = w * inv;
+    double s = xc < 0 ? winv : inv, oms = xc < 0 ? inv : winv;
+    return s + xc * (s * oms);
+}
 
 /* Activations. Kinks follow PyTorch: relu'(0) = 0, and nan passes through. */
 LV_FN(relu, return x < 0 ? (T)0 : x;)
