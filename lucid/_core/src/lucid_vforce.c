@@ -28,15 +28,9 @@
 #include <Accelerate/Accelerate.h>   /* vForce: the forward of the rows in optable.ACCELERATE */
 #endif
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define LV_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
-#else
-#define LV_CLONES
-#endif
+#include "lucid_simd.h"   /* LV_CLONES, LV_SIMD_PAIR, LV_BLOCK, LV_GENERIC */
 
 /* libmvec variants of the functions the kernels call (glibc >= 2.35). */
-#define LV_SIMD_DECL(ret, fn, arg) _Pragma("omp declare simd notinbranch") extern ret fn(arg);
-#define LV_SIMD_PAIR(fn) LV_SIMD_DECL(float, fn##f, float) LV_SIMD_DECL(double, fn, double)
 LV_SIMD_PAIR(exp)
 LV_SIMD_PAIR(exp2)
 LV_SIMD_PAIR(expm1)
@@ -61,7 +55,6 @@ LV_SIMD_PAIR(atanh)
 LV_SIMD_PAIR(cbrt)
 
 /* Type-generic spellings for the gradient expressions in the op list. */
-#define LV_GENERIC(v, ffn, dfn) _Generic((v), float: ffn, default: dfn)(v)
 #define EXP(v) LV_GENERIC(v, expf, exp)
 #define LOG(v) LV_GENERIC(v, logf, log)
 #define SQRT(v) LV_GENERIC(v, sqrtf, sqrt)
@@ -442,8 +435,6 @@ static inline double lv_gelu_grad(double x)
 /* lucid's own special functions (erfinv): static inline element functions. */
 #include "lucid_special.h"
 
-/* A multiple of every vector width we target (16 floats = one AVX-512 register). */
-#define LV_BLOCK 16
 
 /* Blocks are visited from the last to the first. The values do not depend on
  * the order (every element goes through the same vector body, and the blocks
