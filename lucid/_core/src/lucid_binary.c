@@ -17,6 +17,8 @@
  * element's result never depends on the array's length or on how a caller
  * split it.
  */
+#include <stdint.h>
+
 #include "lucid_simd.h"
 #include "lucid_vforce.h"
 
@@ -124,55 +126,75 @@ static const lv_dd lv_inv_fact[23] = {
     {0x1.0ce396db7f853p-70, -0x1.aebcdbd20331cp-124}
 };
 
-/* e^x as double-double for finite x <= 1: x = k ln2 + r, |r| <= ln2 / 2, with ln2 in
- * three parts (the first has 42 bits, so k * hi is exact for |k| < 2^11); e^r by
- * its Taylor series to r^22 / 22! (< 2^-110) in double-double. */
-static inline __attribute__((always_inline)) lv_dd lv_exp_dd(double x)
+/* e^x = 2^k (1 + q) for x in [-700, 1]: x = k ln2 + r, |r| <= ln2 / 2, with ln2 in
+ * three parts (the first has 42 bits, so k * hi is exact for |k| < 2^11), and
+ * q = e^r - 1 by its Taylor series to r^22 / 22! (< 2^-110) in double-double. No
+ * branches and no libm calls, so a batch of these vectorises: k by the 1.5 * 2^52
+ * rounding trick, 2^k from its exponent bits. */
+static inline __attribute__((always_inline)) lv_dd lv_expq_dd(double x, double *scale)
 {
-    if (x < -746.0) return (lv_dd){0.0, 0.0};
-    double k = nearbyint(x * 0x1.71547652b82fep+0);
+    const double shift = 0x1.8p52;
+    double k = (x * 0x1.71547652b82fep+0 + shift) - shift;   /* nearest integer */
     double r0 = x - k * 0x1.62e42fefa3800p-1;                 /* exact */
     double p1 = k * 0x1.ef35793c76730p-45, p1e = fma(k, 0x1.ef35793c76730p-45, -p1);
     lv_dd r = lv_two_sum(r0, -p1);
     r.lo -= p1e + k * 0x1.f97b57a079a19p-103;
     r = lv_two_sum(r.hi, r.lo);
-    lv_dd p = lv_inv_fact[22];
-    for (int i = 21; i >= 0; i--) p = lv_dd_mul_add(p, r, lv_inv_fact[i]);
-    return (lv_dd){ldexp(p.hi, (int)k), ldexp(p.lo, (int)k)};
+    lv_dd q = lv_inv_fact[22];
+#pragma GCC unroll 24
+    for (int i = 21; i >= 1; i--) q = lv_dd_mul_add(q, r, lv_inv_fact[i]);
+    q = lv_dd_mul_add(q, r, (lv_dd){0.0, 0.0});
+    double kb = (k + 1023.0) + 0x1p52;                         /* k + 1023 in the low bits */
+    uint64_t u;
+    memcpy(&u, &kb, sizeof u);
+    u <<= 52;
+    memcpy(scale, &u, sizeof u);
+    return q;
 }
 
-/* e^x - 1 as double-double: below ln2 / 2 in magnitude the series without its
- * leading 1, so a tiny result keeps its relative accuracy. */
-static inline __attribute__((always_inline)) lv_dd lv_expm1_dd(double x)
-{
-    if (!(fabs(x) < 0x1.62e42fefa39efp-2)) {
-        lv_dd e = lv_exp_dd(x);
-        lv_dd t = lv_two_sum(e.hi, -1.0);
-        return lv_two_sum(t.hi, t.lo + e.lo);
-    }
-    lv_dd r = {x, 0.0}, p = lv_inv_fact[22];
-    for (int i = 21; i >= 1; i--) p = lv_dd_mul_add(p, r, lv_inv_fact[i]);
-    return lv_dd_mul_add(p, r, (lv_dd){0.0, 0.0});
-}
-
-/* r = log1p(s), s = (e^max - 1) + e^min: both terms to ~2^-106 of their own size,
- * so s is accurate relative to itself unless the two cancel past that. */
+/* r = log1p(s), s = (e^max - 1) + e^min, both terms to ~2^-106 of their own size
+ * (e^max - 1 = (2^k - 1) + 2^k q, exact in its first part for the small k of this
+ * zone), so s is accurate relative to itself unless the two cancel past that. An
+ * operand below -700 (e^min < 1e-304) takes libm's exp. */
 static inline __attribute__((always_inline)) double lv_logaddexp_dd(double a, double b)
 {
     double m = a > b ? a : b, o = a > b ? b : a;
-    lv_dd em = lv_expm1_dd(m), eo = lv_exp_dd(o);
+    double sm, so, oc = o < -700.0 ? -700.0 : o;
+    lv_dd qm = lv_expq_dd(m, &sm), qo = lv_expq_dd(oc, &so);
+    lv_dd em = lv_two_sum(sm - 1.0, sm * qm.hi);               /* e^m - 1 */
+    em.lo += sm * qm.lo;
+    lv_dd eo = lv_two_sum(so, so * qo.hi);                     /* e^o */
+    eo.lo += so * qo.lo;
+    eo = o < -700.0 ? (lv_dd){exp(o), 0.0} : eo;
     lv_dd s = lv_two_sum(em.hi, eo.hi);
     return log1p(s.hi + (s.lo + em.lo + eo.lo));
 }
 
-/* Cloned like the loops, so fma is an instruction, not a libm call. */
+/* The fix-up pass: elements with |r| < LIMIT (and finite operands) are gathered in
+ * batches of LV_LAE_BATCH and recomputed by one vectorised loop (a partial batch is
+ * padded with a harmless pair; each lane's result depends on its own pair only).
+ * Cloned like the loops, so fma is an instruction, not a libm call. */
+#define LV_LAE_BATCH 64
 #define LV_LAE_FIX(name, TYPE, LIMIT)                                           \
     LV_CLONES static void name(TYPE *z, const TYPE *a, const TYPE *b, ptrdiff_t n, int bc) \
     {                                                                           \
-        for (ptrdiff_t i = 0; i < n; i++) {                                     \
-            if (!(fabs((double)z[i]) < (LIMIT))) continue;                      \
-            double x = a[bc == LV_BC_A ? 0 : i], y = b[bc == LV_BC_B ? 0 : i];  \
-            if (isfinite(x) && isfinite(y)) z[i] = (TYPE)lv_logaddexp_dd(x, y); \
+        ptrdiff_t idx[LV_LAE_BATCH];                                            \
+        double A[LV_LAE_BATCH], B[LV_LAE_BATCH], R[LV_LAE_BATCH];               \
+        int cnt = 0;                                                            \
+        for (ptrdiff_t i = 0; i <= n; i++) {                                    \
+            if (i < n) {                                                        \
+                if (!(fabs((double)z[i]) < (LIMIT))) continue;                  \
+                double x = a[bc == LV_BC_A ? 0 : i], y = b[bc == LV_BC_B ? 0 : i]; \
+                if (!(isfinite(x) && isfinite(y))) continue;                    \
+                idx[cnt] = i; A[cnt] = x; B[cnt] = y;                           \
+                if (++cnt < LV_LAE_BATCH) continue;                             \
+            }                                                                   \
+            if (cnt == 0) continue;                                             \
+            for (int j = cnt; j < LV_LAE_BATCH; j++) { A[j] = -1.0; B[j] = -1.0; } \
+            _Pragma("omp simd")                                                 \
+            for (int j = 0; j < LV_LAE_BATCH; j++) R[j] = lv_logaddexp_dd(A[j], B[j]); \
+            for (int j = 0; j < cnt; j++) z[idx[j]] = (TYPE)R[j];               \
+            cnt = 0;                                                            \
         }                                                                       \
     }
 LV_LAE_FIX(lv_logaddexp_fixf, float, 0x1p-24)
