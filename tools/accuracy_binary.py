@@ -533,13 +533,14 @@ def render(results, dtypes, command, n, prec, elapsed):
     lae = [by[("logaddexp", d)] for d in dtypes if ("logaddexp", d) in by]
     if lae:
         L += ["", "## logaddexp near its zero", "",
-              "lucid computes m + log1p(e^-|a-b|) (m = max(a, b)) in float64: near the curve "
-              "e^a + e^b = 1, where the result r is near 0, m and the log1p term cancel and "
-              "the error is absolute, about 1e-16, as in NumPy and PyTorch, not relative to "
-              "the tiny result. float32 goes through double: the same absolute error is far "
-              "below a float32 ulp, except for results much smaller than the operands "
-              "(`largest |r| over 4 ULP`). Split at |r| = 0.5 (r the exact result; eps is the "
-              "dtype's machine epsilon):", "",
+              "lucid computes m + log1p(e^-|a-b|) (m = max(a, b)); near the curve "
+              "e^a + e^b = 1, where the result r is near 0, the two terms cancel and that "
+              "formula's error is absolute, about 1e-16 (as NumPy's and PyTorch's). So "
+              "lucid recomputes the elements with |r| < 1/4 (float64; float32 works in "
+              "double and recomputes |r| < 2^-24) as log1p(expm1(max) + e^min), both terms "
+              "in double-double arithmetic: the result keeps its relative accuracy until the "
+              "two terms cancel beyond ~2^-53 of their size (`largest |r| over 4 ULP`). "
+              "Split at |r| = 0.5 (r the exact result; eps is the dtype's machine epsilon):", "",
               "| dtype | max ULP, \\|r\\| >= 0.5 | worst (a, b) | n | max abs error, \\|r\\| < 0.5 "
               "| in eps | worst (a, b) | lucid | exact | max ULP, \\|r\\| < 0.5 "
               "| largest \\|r\\| over 4 ULP | n |",
