@@ -117,7 +117,7 @@ cdef void _bin_par(const BinaryKernels *k, int num, char *z, const char *a, cons
     if nt == 1:
         _bin_run(k, num, z, a, b, n, bc, isz)
         return
-    per = ((n + nt - 1) // nt + 63) // 64 * 64
+    per = _piece_len(n, nt)
     nchunks = (n + per - 1) // per
     for c in prange(nchunks, num_threads=nt, schedule="static"):
         start = c * per
@@ -161,7 +161,7 @@ cdef void _bgrad_par(const BinaryKernels *k, int num, char *ga, char *gb, const 
     if nt == 1:
         _bgrad_run(k, num, ga, gb, g, a, b, y, n, bc, isz)
         return
-    per = ((n + nt - 1) // nt + 63) // 64 * 64
+    per = _piece_len(n, nt)
     nchunks = (n + per - 1) // per
     for c in prange(nchunks, num_threads=nt, schedule="static"):
         start = c * per

@@ -126,6 +126,11 @@ cdef inline int _threads_for(Py_ssize_t n) noexcept nogil:
     return _num_threads
 
 
+cdef inline Py_ssize_t _piece_len(Py_ssize_t n, int nt) noexcept nogil:
+    """One thread's share of n elements, rounded up to a multiple of 64."""
+    return ((n + nt - 1) // nt + 63) // 64 * 64
+
+
 cdef void _map_par(const UnaryKernels *k, int num, void *y, const void *x, Py_ssize_t n,
                    Py_ssize_t itemsize) noexcept nogil:
     cdef int nt = _threads_for(n)
@@ -133,7 +138,7 @@ cdef void _map_par(const UnaryKernels *k, int num, void *y, const void *x, Py_ss
     if nt == 1:
         _map(k, num, y, x, n)
         return
-    per = ((n + nt - 1) // nt + 63) // 64 * 64
+    per = _piece_len(n, nt)
     nchunks = (n + per - 1) // per
     for c in prange(nchunks, num_threads=nt, schedule="static"):
         start = c * per
@@ -148,7 +153,7 @@ cdef void _grad_par(const UnaryKernels *k, int num, void *gx, const void *g, con
     if nt == 1:
         _grad_apply(k, num, gx, g, s, n)
         return
-    per = ((n + nt - 1) // nt + 63) // 64 * 64
+    per = _piece_len(n, nt)
     nchunks = (n + per - 1) // per
     for c in prange(nchunks, num_threads=nt, schedule="static"):
         start = c * per
