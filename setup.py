@@ -1,4 +1,8 @@
-"""Build lucid's extension: render the op table, cythonize, compile the C kernels.
+"""Build lucid's extensions: render the op tables, cythonize, compile the C kernels.
+
+One extension per module of lucid/_core: ``core`` (dtypes, Tensor, autograd engine,
+schemas, dispatcher) and one per op family, each cimporting core.pxd. They are
+cythonized and compiled in parallel, and a change to one family rebuilds only it.
 
 Environment switches:
   LUCID_DEBUG=1   bounds checks on, -O0 -g (for sanitizer and debugger builds)
@@ -15,17 +19,36 @@ from setuptools import Extension, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORE = os.path.join("lucid", "_core")
+SRC = os.path.join(CORE, "src")
 DEBUG = os.environ.get("LUCID_DEBUG", "") == "1"
+JOBS = max(1, min(8, os.cpu_count() or 1))
+
+# Each module of lucid/_core and the C files only it compiles. Generated .pxi files
+# are included by their family's .pyx only.
+MODULES = {
+    "core": ["lucid_cpuinfo.c"],
+    "unary": ["lucid_vforce.c"],
+    "binary": ["lucid_binary.c"],
+    "compare": [],
+    "reduce": ["lucid_reduce.c"],
+    "shape": [],
+    "linalg": [],
+    "creation": [],
+}
+
+# Templates rendered from the op tables: template -> output.
+TEMPLATES = ["_unary.pxi.tp", "_binary.pxi.tp", "_compare.pxi.tp", "_reduce.pxi.tp",
+             os.path.join("include", "lucid_unary_list.h.tp")]
 
 
 def render_templates():
-    """optable.py -> _unary.pxi (Cython) and include/lucid_unary_list.h (C X-macro list)."""
+    """optable.py -> the generated .pxi files and include/lucid_unary_list.h."""
     table = runpy.run_path(os.path.join(HERE, CORE, "optable.py"))
-    for tp in ("_unary.pxi.tp", os.path.join("include", "lucid_unary_list.h.tp")):
+    for tp in TEMPLATES:
         src = os.path.join(HERE, CORE, tp)
         dst = src[: -len(".tp")]
         with open(src) as f:
-            text = tempita_sub(f.read(), UNARY=table["UNARY"], ACCELERATE=table["ACCELERATE"])
+            text = tempita_sub(f.read(), **{k: v for k, v in table.items() if k.isupper()})
         old = open(dst).read() if os.path.exists(dst) else None
         if text != old:  # keep mtimes stable so unchanged builds stay incremental
             with open(dst, "w") as f:
@@ -49,22 +72,23 @@ else:
 c_flags += ["-O0", "-g"] if DEBUG else ["-O3"]
 libraries = ["mvec", "m"] if sys.platform.startswith("linux") else []
 
-sources = [os.path.join(CORE, "_C.pyx"), os.path.join(CORE, "src", "lucid_vforce.c"),
-           os.path.join(CORE, "src", "lucid_binary.c")]
 # Headers: a change to one rebuilds the C sources.
-depends = sorted(glob.glob(os.path.join(CORE, "include", "*.h")) +
-                 glob.glob(os.path.join(CORE, "src", "*.h")))
+headers = sorted(glob.glob(os.path.join(CORE, "include", "*.h")) +
+                 glob.glob(os.path.join(SRC, "*.h")))
 
-ext = Extension(
-    "lucid._core._C",
-    sources=sources,
-    depends=depends,
-    include_dirs=[os.path.join(CORE, "include"), np.get_include()],
-    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    extra_compile_args=c_flags,
-    extra_link_args=extra_link,
-    libraries=libraries,
-)
+extensions = [
+    Extension(
+        f"lucid._core.{name}",
+        sources=[os.path.join(CORE, f"{name}.pyx")] + [os.path.join(SRC, c) for c in c_files],
+        depends=headers,
+        include_dirs=[os.path.join(CORE, "include"), np.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=c_flags,
+        extra_link_args=extra_link,
+        libraries=libraries,
+    )
+    for name, c_files in MODULES.items()
+]
 
 directives = {
     "language_level": 3,
@@ -76,6 +100,7 @@ directives = {
 }
 
 setup(
-    ext_modules=cythonize([ext], compiler_directives=directives,
-                          include_path=[CORE], quiet=True),
+    ext_modules=cythonize(extensions, compiler_directives=directives, include_path=[CORE],
+                          nthreads=JOBS, quiet=True),
+    options={"build_ext": {"parallel": JOBS}},
 )

@@ -6,53 +6,53 @@
     >>> x.grad
 """
 try:
-    from lucid._core import _C
+    from lucid._core import core as _core
 except ImportError as e:  # no pure-Python fallback: say how to build
     raise ImportError(
-        "lucid's compiled extension (lucid._core._C) could not be imported: "
-        f"{e}.\nBuild it with `pip install .` from the source tree (or "
+        "lucid's compiled extensions (lucid._core) could not be imported: "
+        f"{e}.\nBuild them with `pip install .` from the source tree (or "
         "`python setup.py build_ext --inplace` for development). It needs a C "
         "compiler, Cython and NumPy."
     ) from e
 
-from lucid._core._C import (  # noqa: E402
+from lucid._core.core import (  # noqa: E402
     AmpPolicy,
     DType,
     Device,
-    Generator,
     LucidError,
     OpSchema,
     ShapeError,
     Tensor,
     UnsupportedDTypeError,
-    arange,
+    are_deterministic_algorithms_enabled,
     backend_info,
     device,
-    empty,
-    empty_like,
-    eye,
     from_numpy,
+    get_num_threads,
+    is_grad_enabled,
+    set_num_threads,
+    tensor,
+    use_deterministic_algorithms,
+)
+from lucid._core.creation import (  # noqa: E402
+    Generator,
+    arange,
+    empty,
+    eye,
     full,
     initial_seed,
-    normal,
-    randint,
-    get_num_threads,
-    set_num_threads,
-    full_like,
-    is_grad_enabled,
     linspace,
     manual_seed,
+    normal,
     ones,
-    ones_like,
     rand,
+    randint,
     randn,
-    tensor,
     zeros,
-    zeros_like,
 )
-# The dtype singletons (C-level globals in _C, looked up by name here).
+# The dtype singletons (C-level globals in core, looked up by name here).
 bool_, int32, int64, float16, float32, float64 = (
-    _C._dtype_by_name(n) for n in ("bool_", "int32", "int64", "float16", "float32", "float64"))
+    _core._dtype_by_name(n) for n in ("bool_", "int32", "int64", "float16", "float32", "float64"))
 from lucid import autograd, ops  # noqa: E402
 from lucid.autograd import enable_grad, no_grad, set_grad_enabled  # noqa: E402
 from lucid.ops import *  # noqa: E402,F401,F403
@@ -63,11 +63,11 @@ half, double = float16, float64
 __version__ = "0.1.0"
 
 __all__ = [
-    "AmpPolicy", "DType", "Device", "Generator", "LucidError", "get_num_threads", "initial_seed",
-    "normal", "randint", "set_num_threads", "OpSchema", "ShapeError", "Tensor",
-    "UnsupportedDTypeError", "arange", "autograd", "backend_info", "bool_", "device", "empty",
-    "empty_like", "enable_grad", "eye", "float16", "float32", "float64", "from_numpy", "full",
-    "full_like", "int32", "int64", "is_grad_enabled", "linspace", "manual_seed", "no_grad",
-    "ones", "ones_like", "ops", "rand", "randn", "set_grad_enabled", "tensor", "zeros",
-    "zeros_like",
+    "AmpPolicy", "DType", "Device", "Generator", "LucidError", "OpSchema", "ShapeError", "Tensor",
+    "UnsupportedDTypeError", "arange", "are_deterministic_algorithms_enabled", "autograd",
+    "backend_info", "bool_", "device", "double", "empty", "enable_grad", "eye", "float16",
+    "float32", "float64", "from_numpy", "full", "get_num_threads", "half", "initial_seed", "int32",
+    "int64", "is_grad_enabled", "linspace", "manual_seed", "no_grad", "normal", "ones", "ops",
+    "rand", "randint", "randn", "set_grad_enabled", "set_num_threads", "tensor",
+    "use_deterministic_algorithms", "zeros",
 ] + list(_ops_all)

@@ -50,7 +50,7 @@ def _built_in_place(root):
     """True if the checkout's lucid has its compiled extension (build_ext --inplace)."""
     core = os.path.join(root, "lucid", "_core")
     try:
-        return any(f.startswith("_C.") and f.endswith((".so", ".pyd")) for f in os.listdir(core))
+        return any(f.startswith("core.") and f.endswith((".so", ".pyd")) for f in os.listdir(core))
     except OSError:
         return False
 

@@ -1,1 +1,7 @@
-"""lucid's compiled core (the ``_C`` extension) and the op table it is built from."""
+"""lucid's compiled core: ``core`` (dtypes, Tensor, autograd engine, schemas, dispatcher)
+and one extension per op family, loaded here in one place. ``optable.py`` holds the op
+tables the build renders into the families."""
+from lucid._core import core  # noqa: F401  (first: the families cimport it)
+from lucid._core import unary, binary, compare, reduce, shape, linalg, creation  # noqa: F401,E401
+
+FAMILIES = (unary, binary, compare, reduce, shape, linalg, creation)

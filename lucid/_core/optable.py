@@ -232,6 +232,129 @@ ACCELERATE = {
 }
 
 
+
+# =====================================================================================
+# BINARY: one row per element-wise op of two operands (tensors, or a tensor and a
+# Python scalar), rendered by setup.py through ``_binary.pxi.tp`` into a schema, a node
+# class ``<Name>Backward`` and the public function.
+#
+# Fields
+#   name      public name: ``lucid.<name>``, ``Tensor.<name>()`` (if ``method``), schema name
+#   amp       AMP policy
+#   ufunc     the NumPy ufunc of the forward (all dtypes, or integers where ``c`` is set)
+#   c         True: float32/float64 run lucid's kernels ``lucid_v<name>[f]`` and their
+#             fused backward ``lucid_v<name>_grad[f]`` (src/lucid_binary.c)
+#   grad_a    the gradient w.r.t. the first operand, in lucid ops of g, a, b, out and
+#   grad_b    ``p`` (the op's parameter: add/sub's alpha); what the node saves follows
+#             from the names these read
+#   int_rule  "keep" (integers compute as integers) or "float" (as the default float)
+#   method    also a Tensor method
+#   torch     the torch function name
+#   doc       the docstring
+# =====================================================================================
+
+def _bin(name, ufunc, grad_a, grad_b, doc, c=False, amp="Promote", int_rule="keep",
+         method=True, torch=None):
+    return dict(name=name, amp=amp, ufunc=ufunc, c=c, grad_a=grad_a, grad_b=grad_b,
+                int_rule=int_rule, method=method, torch=torch or name, doc=doc)
+
+
+BINARY = [
+    _bin("add", "add", "g", "g if p == 1 else g * p", "input + alpha * other, with broadcasting."),
+    _bin("sub", "subtract", "g", "-g if p == 1 else g * (-p)",
+         "input - alpha * other, with broadcasting."),
+    _bin("mul", "multiply", "g * b", "g * a", "input * other, with broadcasting."),
+    _bin("div", "true_divide", "g / b", "-g * a / (b * b)",
+         "True division input / other; integer inputs give float32.", int_rule="float"),
+    _bin("pow", "power", "_pow_grad_a(g, a, b)", "_pow_grad_b(g, a, b, out)",
+         "input ** exponent; either may be a tensor or a Python scalar.", c=True),
+    _bin("maximum", "maximum", "where(a < b, 0.0, where(a == b, g * 0.5, g))",
+         "where(a > b, 0.0, where(a == b, g * 0.5, g))",
+         "Element-wise maximum (nan if either is nan); ties split the gradient evenly.", c=True),
+    _bin("minimum", "minimum", "where(a > b, 0.0, where(a == b, g * 0.5, g))",
+         "where(a < b, 0.0, where(a == b, g * 0.5, g))",
+         "Element-wise minimum (nan if either is nan); ties split the gradient evenly.", c=True),
+    _bin("atan2", "arctan2", "g * b / (a * a + b * b)", "-g * a / (a * a + b * b)",
+         "Angle of the point (other, input): atan(input / other) in the right quadrant.",
+         c=True, int_rule="float"),
+    _bin("hypot", "hypot", "g * a / out", "g * b / out",
+         "sqrt(input**2 + other**2) without overflow.", c=True, int_rule="float"),
+    _bin("logaddexp", "logaddexp", "g * exp(a - out)", "g * exp(b - out)",
+         "log(exp(input) + exp(other)), stable for large arguments.", c=True, int_rule="float"),
+    _bin("fmod", "fmod", "g", "-g * trunc(a / b)",
+         "C fmod: the remainder has the sign of the dividend."),
+    _bin("remainder", "remainder", "g", "-g * floor(a / b)",
+         "Python's %: the remainder has the sign of the divisor."),
+]
+
+
+# =====================================================================================
+# COMPARE: comparisons, logical ops and predicates: bool results, never differentiable.
+# ``arity`` 2 takes (input, other) with PyTorch's promotion, 1 takes (input).
+# =====================================================================================
+
+def _cmp(name, ufunc, arity, doc, method=True):
+    return dict(name=name, ufunc=ufunc, arity=arity, doc=doc, method=method)
+
+
+COMPARE = [
+    _cmp("eq", "equal", 2, "input == other, element-wise."),
+    _cmp("ne", "not_equal", 2, "input != other, element-wise."),
+    _cmp("lt", "less", 2, "input < other, element-wise."),
+    _cmp("le", "less_equal", 2, "input <= other, element-wise."),
+    _cmp("gt", "greater", 2, "input > other, element-wise."),
+    _cmp("ge", "greater_equal", 2, "input >= other, element-wise."),
+    _cmp("logical_and", "logical_and", 2, "input and other (nonzero is true), element-wise."),
+    _cmp("logical_or", "logical_or", 2, "input or other (nonzero is true), element-wise."),
+    _cmp("logical_xor", "logical_xor", 2, "input xor other (nonzero is true), element-wise."),
+    _cmp("logical_not", "logical_not", 1, "not input (nonzero is true), element-wise."),
+    _cmp("isnan", "isnan", 1, "True where input is nan."),
+    _cmp("isinf", "isinf", 1, "True where input is +inf or -inf."),
+    _cmp("isfinite", "isfinite", 1, "True where input is neither inf nor nan."),
+]
+
+
+# =====================================================================================
+# REDUCTIONS: one row per reduction or row-wise op; reduce.pyx holds each one's forward
+# and node class, the rows give the schema, the exports and the Tensor methods.
+#
+# Fields
+#   name      public name and schema name
+#   amp       AMP policy (ForceFP32 where half precision overflows: logsumexp, softmax)
+#   saves     what the node keeps: "x" (the input), "y" (the output), "xy", or ""
+#   int_rule  integer inputs: "keep" (sum, prod, max, ... of integers are integers),
+#             "float" (computed as float32) or "reject" (mean, var, std, norm)
+#   method    also a Tensor method
+#   torch     the torch function name (None: no counterpart)
+# =====================================================================================
+
+def _red(name, amp="KeepInput", saves="", int_rule="keep", method=True, torch=None):
+    return dict(name=name, amp=amp, saves=saves, int_rule=int_rule, method=method,
+                torch=torch or name)
+
+
+REDUCTIONS = [
+    _red("sum"),
+    _red("mean", int_rule="reject"),
+    _red("prod", saves="x"),
+    _red("amax", saves="xy"),
+    _red("amin", saves="xy"),
+    _red("max", saves="xy"),
+    _red("min", saves="xy"),
+    _red("argmax"),
+    _red("argmin"),
+    _red("var", saves="x", int_rule="reject"),
+    _red("std", saves="xy", int_rule="reject"),
+    _red("logsumexp", amp="ForceFP32", saves="xy", int_rule="float"),
+    _red("norm", saves="xy", int_rule="reject"),
+    _red("cumsum"),
+    _red("cumprod", saves="xy"),
+    _red("softmax", amp="ForceFP32", saves="y", int_rule="float"),
+    _red("log_softmax", amp="ForceFP32", saves="y", int_rule="float"),
+    _red("all"),
+    _red("any"),
+]
+
 # =====================================================================================
 # OPS: every other public op (binary, comparison, parametrised element-wise, reductions,
 # shape/indexing, linear algebra) as plain data.  Nothing in the build reads it; the

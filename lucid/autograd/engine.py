@@ -1,5 +1,5 @@
-"""Entry points into the C-level engine (lucid/_core/autograd.pxi)."""
-from lucid._core import _C
+"""Entry points into the C-level engine (lucid/_core/core.pyx)."""
+from lucid._core import core
 
 
 def _as_tuple(x):
@@ -14,7 +14,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
     """Accumulate the gradients of ``tensors`` into the ``.grad`` of the leaves."""
     tensors = _as_tuple(tensors)
     grads = _as_tuple(grad_tensors) or (None,) * len(tensors)
-    _C._backward(tensors, grads, retain_graph, create_graph)
+    core._backward(tensors, grads, retain_graph, create_graph)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -27,4 +27,4 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
     grads = _as_tuple(grad_outputs) or (None,) * len(outputs)
-    return _C._grad(outputs, inputs, grads, retain_graph, create_graph, allow_unused)
+    return core._grad(outputs, inputs, grads, retain_graph, create_graph, allow_unused)

@@ -5,7 +5,7 @@ thread-local, so one thread's ``no_grad`` never affects another thread.
 """
 import functools
 
-from lucid._core._C import _set_grad_enabled
+from lucid._core.core import _set_grad_enabled
 
 
 class _GradMode:

@@ -8,7 +8,7 @@ with ``create_graph=True``, which checks every graph-mode formula
 """
 import numpy as np
 
-from lucid._core._C import Tensor, _dtype_by_name
+from lucid._core.core import Tensor, _dtype_by_name
 
 float64 = _dtype_by_name("float64")
 from lucid.autograd.engine import grad

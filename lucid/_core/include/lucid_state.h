@@ -1,4 +1,5 @@
-/* Per-thread autograd state. Included by exactly one translation unit (_C). */
+/* Per-thread autograd state. Included by exactly one translation unit (core);
+ * the other modules read grad mode through core's grad_enabled(). */
 #ifndef LUCID_STATE_H
 #define LUCID_STATE_H
 static _Thread_local int lucid_grad_enabled = 1;

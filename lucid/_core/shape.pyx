@@ -1,117 +1,34 @@
-# Shape and indexing ops: views, joins, __getitem__ / __setitem__, gather / scatter.
-#
-# Views (basic indexing, squeeze, unsqueeze, transpose, permute, narrow/split/chunk)
-# share memory and the version counter with their input. Autograd cannot follow an
-# in-place write through a view back to its base (no CopySlices / view rebasing yet),
-# so the cases that would give a wrong gradient raise instead:
-#   * x[i] = v where x is a view with history (or v needs grad and x is a view);
-#   * a write into x's memory (x[i] = v) that overwrites part of a view of x taken
-#     earlier with history: that view's grad_fn is replaced by ViewModifiedBackward,
-#     which raises if a gradient ever reaches it (uses of the view before the write
-#     keep their correct edges).
+"""The shape family: views (reshape, squeeze, transpose, ...), joins (cat, stack),
+flip/roll/tile/pad, indexing (__getitem__ / __setitem__) and gather/scatter.
 
-import builtins as _bi
-import functools as _functools
-import operator as _operator
-import weakref as _weakref
+Views share memory and the version counter with their input. Autograd cannot follow
+an in-place write through a view back to its base (no view rebasing), so the cases
+that would give a wrong gradient raise instead (see core's view bookkeeping):
+  * x[i] = v where x is a view with history (or v needs grad and x is a view);
+  * a write into x's memory (x[i] = v) that overwrites part of a view of x taken
+    earlier with history: that view's grad_fn becomes ViewModifiedBackward, which
+    raises if a gradient ever reaches it.
+"""
+cimport numpy as cnp
+import builtins
+import operator
 
+import numpy as np
 
-# -- view bookkeeping -------------------------------------------------------------
+from lucid._core.core cimport *
+from lucid._core.core import (LucidError, ShapeError, UnsupportedDTypeError, _mark_view_node,
+                              export, ops, register)
+from lucid._core.core import schema as ops_schema
 
-cdef dict _AUTOGRAD_VIEWS = {}   # id(version counter) -> {id(weakref): weakref(view with history)}
+cnp.import_array()
 
-
-def _forget_view(ref, key):
-    d = _AUTOGRAD_VIEWS.get(key)
-    if d is not None:
-        d.pop(id(ref), None)
-        if not d:
-            del _AUTOGRAD_VIEWS[key]
-
-
-cdef inline Tensor _view(Tensor x, object arr):
-    """A tensor around ``arr`` (a view of x's storage) sharing x's version counter."""
-    cdef Tensor y = _wrap(<cnp.ndarray>arr, x._dtype)
-    y._vc = x._get_vc()
-    return y
-
-
-cdef void _record_view(Tensor y, Node node) except *:
-    """Give a view its history and remember it, so a later write to its memory can
-    invalidate that history."""
-    _set_history(y, node)
-    key = id(y._vc)
-    d = _AUTOGRAD_VIEWS.get(key)
-    if d is None:
-        d = {}
-        _AUTOGRAD_VIEWS[key] = d
-    r = _weakref.ref(y, _functools.partial(_forget_view, key=key))
-    d[id(r)] = r
-
-
-cdef class ViewModifiedBackward(Node):
-    """grad_fn of a view whose memory was overwritten through another tensor after the
-    view was taken: autograd can't express that, so backward through it raises."""
-
-    cdef tuple _eager(self, cnp.ndarray g):
-        raise LucidError(_VIEW_MODIFIED_MSG)
-
-    cdef tuple _graph(self, Tensor g):
-        raise LucidError(_VIEW_MODIFIED_MSG)
-
-
-_VIEW_MODIFIED_MSG = (
-    "a view (e.g. x[0], x.T, x.squeeze()) was used after its memory was modified in place "
-    "through another tensor sharing it (e.g. x[0] = ...); lucid can't compute this gradient. "
-    "clone() the view before modifying its base, or modify it before taking the view.")
-
-
-cdef bint _overlaps(object a, object b):
-    try:
-        return bool(np.shares_memory(a, b, max_work=2000))
-    except Exception:          # TooHardError: assume they overlap
-        return True
-
-
-cdef void _invalidate_views(Tensor t, object region) except *:
-    """``region`` (an ndarray inside t's storage) was just overwritten: views of it taken
-    earlier with autograd history are now stale."""
-    cdef Tensor w
-    cdef ViewModifiedBackward node
-    if t._vc is None or not _AUTOGRAD_VIEWS:
-        return
-    d = _AUTOGRAD_VIEWS.get(id(t._vc))
-    if not d:
-        return
-    for r in list(d.values()):
-        o = r()
-        if o is None or o is t:
-            continue
-        w = <Tensor>o
-        if w._grad_fn is None or type(w._grad_fn) is ViewModifiedBackward:
-            continue
-        if _overlaps(w._data, region):
-            node = ViewModifiedBackward.__new__(ViewModifiedBackward)
-            node._next = ()
-            w._grad_fn = node
-            w._output_nr = 0
-
-
-def _autograd_view_count():
-    """How many views with autograd history are alive (for tests: the registry must not leak)."""
-    return _bi.sum(len(d) for d in _AUTOGRAD_VIEWS.values())
-
-
-def _views_modified(Tensor t):
-    """Hook for in-place ops: t's whole storage was overwritten."""
-    _invalidate_views(t, t._data)
+cdef DType bool_ = dtype_of_code(DT_BOOL)
+cdef DType int32 = dtype_of_code(DT_INT32)
+cdef DType int64 = dtype_of_code(DT_INT64)
+cdef tuple _NO_EDGE = (None, 0)
 
 
 # -- small helpers --------------------------------------------------------------------
-
-cdef inline DType _dt_of_code(int code):
-    return <DType>_DTYPES[code]
-
 
 cdef inline object _cast_arr(object a, DType dt):
     if (<cnp.ndarray>a).dtype != dt.numpy_dtype:
@@ -129,28 +46,12 @@ cdef Tensor _zeros_t(tuple shape, DType dt):
     return _wrap(np.zeros(shape, dtype=dt.numpy_dtype), dt)
 
 
-cdef cnp.ndarray _sum_to_shape(object g, tuple shape):
-    """Sum a gradient back to ``shape`` (numpy broadcasting also allows ``shape`` to have
-    more leading 1s than ``g`` has dims)."""
-    cdef int lead = len(shape) - (<cnp.ndarray>g).ndim
-    if lead > 0:
-        g = (<cnp.ndarray>g).reshape((1,) * lead + _shp(<cnp.ndarray>g))
-    return _sum_to(_as_ndarray(g), shape)
-
-
-cdef Tensor _sum_to_shape_t(Tensor g, tuple shape):
-    cdef int lead = len(shape) - cnp.PyArray_NDIM(g._data)
-    if lead > 0:
-        g = reshape(g, (1,) * lead + _shp(g._data))
-    return _sum_to_t(g, shape)
-
-
 cdef tuple _int_tuple(object v, str what):
     """An int or a sequence of ints -> tuple of Python ints (TypeError otherwise)."""
     if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
         return (int(v),)
     if isinstance(v, Tensor) and cnp.PyArray_NDIM((<Tensor>v)._data) == 0:
-        return (_operator.index(v),)
+        return (operator.index(v),)
     try:
         it = iter(v)
     except TypeError:
@@ -159,7 +60,7 @@ cdef tuple _int_tuple(object v, str what):
     for s in it:
         if isinstance(s, (bool, np.bool_)):
             raise TypeError(f"{what} must be ints, got {s!r}")
-        out.append(_operator.index(s))
+        out.append(operator.index(s))
     return tuple(out)
 
 
@@ -173,6 +74,79 @@ cdef tuple _dim_list(object dims, int ndim, str op):
             raise ShapeError(f"{op}(): dim {nd} appears multiple times in the list of dims")
         out.append(nd)
     return tuple(out)
+
+
+# -- shape ops ------------------------------------------------------------------
+
+cdef class ReshapeBackward(Node):
+    """Backward of reshape/view: the gradient reshaped back to the input's shape."""
+    schema_v1 = register("reshape", "KeepInput", 1)
+    cdef tuple _in_shape
+
+    def grad_formula_impl(self, g):
+        return reshape(g, self._in_shape)
+
+
+def reshape(input, shape):
+    """The same data with a new shape (a view sharing memory when possible); -1 infers a size."""
+    cdef Tensor x = _as_tensor(input)
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        arr = x._data.reshape(tuple(shape))
+    except ValueError as e:
+        raise ShapeError(f"shape {tuple(shape)} is invalid for input of shape {_shp(x._data)}: {e}") from None
+    cdef Tensor y = _wrap(arr, x._dtype)
+    if arr.base is not None:
+        y._vc = x._get_vc()     # a view: in-place writes to either show in both
+    cdef ReshapeBackward node
+    if grad_enabled() and x._requires_grad:
+        node = ReshapeBackward.__new__(ReshapeBackward)
+        node._next = (_edge(x),)
+        node._in_shape = _shp(x._data)
+        if arr.base is not None:
+            _record_view(y, node)      # a view: a later write to its memory must invalidate it
+        else:
+            _set_history(y, node)
+    return y
+
+
+cdef class ExpandBackward(Node):
+    """Backward of expand/broadcast_to: the gradient summed back to the input's shape."""
+    schema_v1 = register("expand", "KeepInput", 1)
+    cdef tuple _in_shape
+
+    def grad_formula_impl(self, g):
+        return _sum_to_t(g, self._in_shape)
+
+
+def expand(input, shape):
+    """A read-only broadcast view of ``input`` with ``shape`` (-1 keeps a size)."""
+    cdef Tensor x = _as_tensor(input)
+    shape = tuple(shape)
+    cdef int lead = len(shape) - cnp.PyArray_NDIM(x._data)
+    if lead < 0:
+        raise ShapeError(f"cannot expand shape {_shp(x._data)} to {shape}: too few dimensions")
+    shape = tuple(_shp(x._data)[i - lead] if (s == -1 and i >= lead) else s
+                  for i, s in enumerate(shape))
+    try:
+        arr = np.broadcast_to(x._data, shape)
+    except ValueError as e:
+        raise ShapeError(f"cannot expand shape {_shp(x._data)} to {shape}") from None
+    cdef Tensor y = _wrap(arr, x._dtype)
+    y._vc = x._get_vc()
+    cdef ExpandBackward node
+    if grad_enabled() and x._requires_grad:
+        node = ExpandBackward.__new__(ExpandBackward)
+        node._next = (_edge(x),)
+        node._in_shape = _shp(x._data)
+        _record_view(y, node)
+    return y
+
+
+def broadcast_to(input, shape):
+    return expand(input, shape)
+
 
 
 # -- flatten / squeeze / unsqueeze -----------------------------------------------------
@@ -201,14 +175,8 @@ def flatten(input, start_dim=0, end_dim=-1):
 
 cdef class SqueezeBackward(Node):
     """Backward of squeeze: the gradient reshaped back to the input's shape."""
-    schema_v1 = _register("squeeze", "KeepInput", 1)
+    schema_v1 = register("squeeze", "KeepInput", 1)
     cdef tuple _in_shape
-
-    cdef tuple _eager(self, cnp.ndarray g):
-        return (g.reshape(self._in_shape),)
-
-    cdef tuple _graph(self, Tensor g):
-        return (self.grad_formula_impl(g),)
 
     def grad_formula_impl(self, g):
         return reshape(g, self._in_shape)
@@ -226,7 +194,7 @@ def squeeze(input, dim=None):
         axes = tuple(a for a in axes if nd > 0 and shape[a] == 1)
     cdef Tensor y = _view(x, np.squeeze(x._data, axis=axes))
     cdef SqueezeBackward node
-    if lucid_grad_enabled and x._requires_grad:
+    if grad_enabled() and x._requires_grad:
         node = SqueezeBackward.__new__(SqueezeBackward)
         node._next = (_edge(x),)
         node._in_shape = shape
@@ -236,15 +204,9 @@ def squeeze(input, dim=None):
 
 cdef class UnsqueezeBackward(Node):
     """Backward of unsqueeze: the inserted dim squeezed out of the gradient."""
-    schema_v1 = _register("unsqueeze", "KeepInput", 1)
+    schema_v1 = register("unsqueeze", "KeepInput", 1)
     cdef tuple _in_shape
     cdef int _dim
-
-    cdef tuple _eager(self, cnp.ndarray g):
-        return (g.reshape(self._in_shape),)
-
-    cdef tuple _graph(self, Tensor g):
-        return (self.grad_formula_impl(g),)
 
     def grad_formula_impl(self, g):
         return squeeze(g, self._dim)
@@ -256,7 +218,7 @@ def unsqueeze(input, dim):
     cdef int d = _norm_dim(dim, cnp.PyArray_NDIM(x._data) + 1)
     cdef Tensor y = _view(x, np.expand_dims(x._data, d))
     cdef UnsqueezeBackward node
-    if lucid_grad_enabled and x._requires_grad:
+    if grad_enabled() and x._requires_grad:
         node = UnsqueezeBackward.__new__(UnsqueezeBackward)
         node._next = (_edge(x),)
         node._in_shape = _shp(x._data)
@@ -269,16 +231,8 @@ def unsqueeze(input, dim):
 
 cdef class TransposeBackward(Node):
     """Backward of transpose: the gradient with the same two dims swapped back."""
-    schema_v1 = _register("transpose", "KeepInput", 1)
+    schema_v1 = register("transpose", "KeepInput", 1)
     cdef int _d0, _d1
-
-    cdef tuple _eager(self, cnp.ndarray g):
-        if g.ndim == 0:
-            return (g,)
-        return (np.swapaxes(g, self._d0, self._d1),)
-
-    cdef tuple _graph(self, Tensor g):
-        return (self.grad_formula_impl(g),)
 
     def grad_formula_impl(self, g):
         return transpose(g, self._d0, self._d1)
@@ -292,7 +246,7 @@ def transpose(input, dim0, dim1):
     cdef int d1 = _norm_dim(dim1, nd)
     cdef Tensor y = _view(x, np.swapaxes(x._data, d0, d1) if nd > 0 else x._data.view())
     cdef TransposeBackward node
-    if lucid_grad_enabled and x._requires_grad:
+    if grad_enabled() and x._requires_grad:
         node = TransposeBackward.__new__(TransposeBackward)
         node._next = (_edge(x),)
         node._d0 = d0
@@ -303,14 +257,8 @@ def transpose(input, dim0, dim1):
 
 cdef class PermuteBackward(Node):
     """Backward of permute: the gradient permuted by the inverse permutation."""
-    schema_v1 = _register("permute", "KeepInput", 1)
+    schema_v1 = register("permute", "KeepInput", 1)
     cdef tuple _inv
-
-    cdef tuple _eager(self, cnp.ndarray g):
-        return (g.transpose(self._inv),)
-
-    cdef tuple _graph(self, Tensor g):
-        return (self.grad_formula_impl(g),)
 
     def grad_formula_impl(self, g):
         return permute(g, self._inv)
@@ -319,7 +267,7 @@ cdef class PermuteBackward(Node):
 cdef Tensor _permute(Tensor x, tuple perm):
     cdef Tensor y = _view(x, x._data.transpose(perm))
     cdef PermuteBackward node
-    if lucid_grad_enabled and x._requires_grad:
+    if grad_enabled() and x._requires_grad:
         node = PermuteBackward.__new__(PermuteBackward)
         node._next = (_edge(x),)
         inv = [0] * len(perm)
@@ -375,30 +323,14 @@ cdef DType _promote_list(list ts):
     cdef int code = (<Tensor>ts[0])._dtype.code
     for t in ts:
         code = _promote2(code, (<Tensor>t)._dtype.code)
-    return _dt_of_code(code)
+    return dtype_of_code(code)
 
 
 cdef class CatBackward(Node):
     """Backward of cat: each input gets its slice of the gradient (cast to its dtype)."""
-    schema_v1 = _register("cat", "Promote", -1)
+    schema_v1 = register("cat", "Promote", -1)
     cdef int _dim
     cdef list _offsets, _sizes, _dtypes, _skipped
-
-    cdef tuple _eager(self, cnp.ndarray g):
-        out = []
-        for i in range(len(self._sizes)):
-            if self._next[i][0] is None:
-                out.append(None)
-            elif self._skipped[i]:
-                out.append(np.zeros((0,), dtype=(<DType>self._dtypes[i]).numpy_dtype))
-            else:
-                idx = (slice(None),) * self._dim + (
-                    slice(self._offsets[i], self._offsets[i] + self._sizes[i]),)
-                out.append(_cast_arr(g[idx], <DType>self._dtypes[i]))
-        return tuple(out)
-
-    cdef tuple _graph(self, Tensor g):
-        return self.grad_formula_impl(g)
 
     def grad_formula_impl(self, g):
         out = []
@@ -458,7 +390,7 @@ def cat(tensors, dim=0):
         off += s[d]
     cdef Tensor y = _wrap(_as_ndarray(np.concatenate(arrays, axis=d)), dt)
     cdef CatBackward node
-    if lucid_grad_enabled and dt.is_floating_point and _bi.any(
+    if grad_enabled() and dt.is_floating_point and builtins.any(
             (<Tensor>t)._requires_grad for t in ts):
         node = CatBackward.__new__(CatBackward)
         node._next = tuple(_edge(<Tensor>t) for t in ts)
@@ -477,21 +409,9 @@ def concat(tensors, dim=0):
 
 cdef class StackBackward(Node):
     """Backward of stack: input i gets the gradient's index i along the new dim."""
-    schema_v1 = _register("stack", "Promote", -1)
+    schema_v1 = register("stack", "Promote", -1)
     cdef int _dim
     cdef list _dtypes
-
-    cdef tuple _eager(self, cnp.ndarray g):
-        out = []
-        for i in range(len(self._dtypes)):
-            if self._next[i][0] is None:
-                out.append(None)
-            else:
-                out.append(_cast_arr(g[(slice(None),) * self._dim + (i,)], <DType>self._dtypes[i]))
-        return tuple(out)
-
-    cdef tuple _graph(self, Tensor g):
-        return self.grad_formula_impl(g)
 
     def grad_formula_impl(self, g):
         out = []
@@ -518,7 +438,7 @@ def stack(tensors, dim=0):
     cdef Tensor y = _wrap(_as_ndarray(np.stack([_cast_arr((<Tensor>t)._data, dt) for t in ts],
                                                axis=d)), dt)
     cdef StackBackward node
-    if lucid_grad_enabled and dt.is_floating_point and _bi.any(
+    if grad_enabled() and dt.is_floating_point and builtins.any(
             (<Tensor>t)._requires_grad for t in ts):
         node = StackBackward.__new__(StackBackward)
         node._next = tuple(_edge(<Tensor>t) for t in ts)
@@ -538,8 +458,8 @@ def narrow(input, dim, start, length):
         raise ShapeError("narrow() cannot be applied to a 0-dim tensor")
     cdef int d = _norm_dim(dim, nd)
     size = _shp(x._data)[d]
-    start = _operator.index(start)
-    length = _operator.index(length)
+    start = operator.index(start)
+    length = operator.index(length)
     if start < -size or start > size:
         raise IndexError(f"narrow(): start ({start}) out of range for dimension {d} of size {size}")
     if start < 0:
@@ -569,10 +489,10 @@ def split(tensor, split_size_or_sections, dim=0):
                 raise ValueError(f"split_size can only be 0 if dimension size is 0, got {size}")
             sections = [0]
         else:
-            sections = [_bi.min(step, size - s) for s in range(0, size, step)] or [0]
+            sections = [builtins.min(step, size - s) for s in range(0, size, step)] or [0]
     else:
         sections = list(_int_tuple(split_size_or_sections, "split sections"))
-        if _bi.any(s < 0 for s in sections) or _bi.sum(sections) != size:
+        if builtins.any(s < 0 for s in sections) or builtins.sum(sections) != size:
             raise ShapeError(f"split_with_sizes expects split_sizes to sum exactly to {size} "
                              f"(input tensor's size at dimension {d}), but got {sections}")
     out = []
@@ -586,7 +506,7 @@ def split(tensor, split_size_or_sections, dim=0):
 def chunk(input, chunks, dim=0):
     """Split into ``chunks`` pieces of ceil(size / chunks) (possibly fewer pieces)."""
     cdef Tensor x = _as_tensor(input)
-    chunks = _operator.index(chunks)
+    chunks = operator.index(chunks)
     if chunks <= 0:
         raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     cdef int nd = cnp.PyArray_NDIM(x._data)
@@ -600,14 +520,8 @@ def chunk(input, chunks, dim=0):
 
 cdef class FlipBackward(Node):
     """Backward of flip: the gradient flipped along the same dims."""
-    schema_v1 = _register("flip", "KeepInput", 1)
+    schema_v1 = register("flip", "KeepInput", 1)
     cdef tuple _dims
-
-    cdef tuple _eager(self, cnp.ndarray g):
-        return (np.flip(g, self._dims) if self._dims else g,)
-
-    cdef tuple _graph(self, Tensor g):
-        return (self.grad_formula_impl(g),)
 
     def grad_formula_impl(self, g):
         return flip(g, self._dims)
@@ -623,7 +537,7 @@ def flip(input, dims):
     arr = np.flip(x._data, axes) if axes else x._data
     cdef Tensor y = _wrap(np.array(arr, copy=True, order="C"), x._dtype)
     cdef FlipBackward node
-    if lucid_grad_enabled and x._requires_grad:
+    if grad_enabled() and x._requires_grad:
         node = FlipBackward.__new__(FlipBackward)
         node._next = (_edge(x),)
         node._dims = axes
@@ -633,18 +547,9 @@ def flip(input, dims):
 
 cdef class RollBackward(Node):
     """Backward of roll: the gradient rolled back by the negated shifts."""
-    schema_v1 = _register("roll", "KeepInput", 1)
+    schema_v1 = register("roll", "KeepInput", 1)
     cdef tuple _shifts
     cdef object _dims
-
-    cdef tuple _eager(self, cnp.ndarray g):
-        neg = tuple(-s for s in self._shifts)
-        if self._dims is None:
-            return (np.roll(g, neg[0]),)
-        return (np.roll(g, neg, self._dims),)
-
-    cdef tuple _graph(self, Tensor g):
-        return (self.grad_formula_impl(g),)
 
     def grad_formula_impl(self, g):
         return roll(g, tuple(-s for s in self._shifts), self._dims)
@@ -668,7 +573,7 @@ def roll(input, shifts, dims=None):
         arr = np.roll(x._data, sh, axes) if nd > 0 else np.array(x._data, copy=True)
     cdef Tensor y = _wrap(_as_ndarray(arr), x._dtype)
     cdef RollBackward node
-    if lucid_grad_enabled and x._requires_grad:
+    if grad_enabled() and x._requires_grad:
         node = RollBackward.__new__(RollBackward)
         node._next = (_edge(x),)
         node._shifts = sh
@@ -679,7 +584,7 @@ def roll(input, shifts, dims=None):
 
 cdef class TileBackward(Node):
     """Backward of tile: the gradient summed over the copies."""
-    schema_v1 = _register("tile", "KeepInput", 1)
+    schema_v1 = register("tile", "KeepInput", 1)
     cdef tuple _in_shape, _reps
 
     cdef tuple _layout(self):
@@ -691,27 +596,17 @@ cdef class TileBackward(Node):
             inter.append(aligned[i])
         return tuple(inter), tuple(range(0, 2 * n, 2))
 
-    cdef tuple _eager(self, cnp.ndarray g):
-        inter, axes = self._layout()
-        r = g.reshape(inter)
-        if axes:
-            r = np.add.reduce(r, axis=axes)
-        return (_as_ndarray(r).reshape(self._in_shape),)
-
-    cdef tuple _graph(self, Tensor g):
-        return (self.grad_formula_impl(g),)
-
     def grad_formula_impl(self, g):
         inter, axes = self._layout()
         r = reshape(g, inter)
         if axes:
-            r = sum(r, axes)
+            r = ops.sum(r, axes)
         return reshape(r, self._in_shape)
 
 
 cdef class RepeatBackward(TileBackward):
     """Backward of repeat (Tensor.repeat): the gradient summed over the copies."""
-    schema_v1 = _register("repeat", "KeepInput", 1)
+    schema_v1 = register("repeat", "KeepInput", 1)
 
 
 cdef Tensor _tile(Tensor x, tuple reps, type node_cls):
@@ -723,7 +618,7 @@ cdef Tensor _tile(Tensor x, tuple reps, type node_cls):
         reps = (1,) * (nd - len(reps)) + reps
     cdef Tensor y = _wrap(_as_ndarray(np.tile(x._data, reps)), x._dtype)
     cdef TileBackward node
-    if lucid_grad_enabled and x._requires_grad:
+    if grad_enabled() and x._requires_grad:
         node = <TileBackward>node_cls.__new__(node_cls)
         node._next = (_edge(x),)
         node._in_shape = _shp(x._data)
@@ -768,10 +663,10 @@ cdef object _pad_constant(object a, list lr, object value):
         if m < 0:
             raise ShapeError(f"pad(): the padded size of dimension {d} would be {m} "
                              f"(size {n}, padding ({l}, {r}))")
-        s0 = _bi.max(-l, 0)
-        s1 = n - _bi.max(-r, 0)
-        length = _bi.max(s1 - s0, 0)
-        d0 = _bi.max(l, 0)
+        s0 = builtins.max(-l, 0)
+        s1 = n - builtins.max(-r, 0)
+        length = builtins.max(s1 - s0, 0)
+        d0 = builtins.max(l, 0)
         src.append(slice(s0, s0 + length))
         dst.append(slice(d0, d0 + length))
         out_shape.append(m)
@@ -794,14 +689,8 @@ cdef list _pad_pairs(tuple pad, int nd):
 
 cdef class PadBackward(Node):
     """Backward of constant pad: the gradient cropped by the same amounts (negated pad)."""
-    schema_v1 = _register("pad", "KeepInput", 1)
+    schema_v1 = register("pad", "KeepInput", 1)
     cdef tuple _neg_pad
-
-    cdef tuple _eager(self, cnp.ndarray g):
-        return (_pad_constant(g, _pad_pairs(self._neg_pad, g.ndim), 0),)
-
-    cdef tuple _graph(self, Tensor g):
-        return (self.grad_formula_impl(g),)
 
     def grad_formula_impl(self, g):
         return pad(g, self._neg_pad)
@@ -823,7 +712,7 @@ def pad(input, pad, mode="constant", value=0):
         if value is None:
             value = 0
         y = _wrap(_as_ndarray(_pad_constant(x._data, lr, value)), x._dtype)
-        if lucid_grad_enabled and x._requires_grad:
+        if grad_enabled() and x._requires_grad:
             node = PadBackward.__new__(PadBackward)
             node._next = (_edge(x),)
             node._neg_pad = tuple(-v for v in p)
@@ -832,7 +721,7 @@ def pad(input, pad, mode="constant", value=0):
     if mode not in _PAD_MODES:
         raise ValueError(f"pad(): unknown padding mode {mode!r}; expected 'constant', "
                          "'reflect', 'replicate' or 'circular'")
-    if _bi.any(v < 0 for v in p):
+    if builtins.any(v < 0 for v in p):
         raise ShapeError(f"pad(): negative padding is only supported in constant mode, got {p}")
     # Non-constant modes: an index map into the flattened input, applied by advanced
     # indexing (so the gradient, including second order, is IndexBackward's).
@@ -865,7 +754,7 @@ cdef object _index_component(object it):
             a = a.astype(np.int64)
     else:
         try:
-            return _operator.index(it), False
+            return operator.index(it), False
         except TypeError:
             raise IndexError(
                 "only integers, slices (`:`), ellipsis (`...`), None and integer or boolean "
@@ -904,25 +793,14 @@ cdef tuple _convert_index(object index):
 cdef class IndexBackward(Node):
     """Backward of indexing: the gradient scattered into zeros of the input's shape
     (accumulating over repeated advanced indices)."""
-    schema_v1 = _register("index", "KeepInput", 1)
+    schema_v1 = register("index", "KeepInput", 1)
     cdef tuple _in_shape
     cdef tuple _idx
-    cdef bint _advanced
-
-    cdef tuple _eager(self, cnp.ndarray g):
-        z = np.zeros(self._in_shape, dtype=g.dtype)
-        if self._advanced:
-            np.add.at(z, self._idx, g)
-        else:
-            z[self._idx] = g
-        return (z,)
-
-    cdef tuple _graph(self, Tensor g):
-        return (self.grad_formula_impl(g),)
+    cdef readonly bint advanced
 
     def grad_formula_impl(self, g):
         cdef Tensor z = _zeros_t(self._in_shape, (<Tensor>g)._dtype)
-        _index_put(z, self._idx, self._advanced, g, True)
+        _index_put(z, self._idx, self.advanced, g, True)
         return z
 
 
@@ -939,12 +817,12 @@ def _getitem(Tensor self, index):
     else:
         y = _view(self, arr)
     cdef IndexBackward node
-    if lucid_grad_enabled and self._requires_grad:
+    if grad_enabled() and self._requires_grad:
         node = IndexBackward.__new__(IndexBackward)
         node._next = (_edge(self),)
         node._in_shape = _shp(self._data)
         node._idx = idx
-        node._advanced = adv
+        node.advanced = adv
         if adv:
             _set_history(y, node)
         else:
@@ -957,27 +835,11 @@ cdef class IndexPutBackward(Node):
     IndexBackward's graph-mode formula): self gets the gradient with the overwritten
     positions zeroed (all of it when accumulating), value gets gradient[index] summed
     back to its shape."""
-    schema_v1 = _register("index_put", "KeepInput", 2)
+    schema_v1 = register("index_put", "KeepInput", 2)
     cdef tuple _idx
     cdef bint _advanced, _accumulate
     cdef tuple _val_shape
     cdef DType _val_dtype
-
-    cdef tuple _eager(self, cnp.ndarray g):
-        gs = gv = None
-        if self._next[0][0] is not None:
-            if self._accumulate:
-                gs = g
-            else:
-                gs = np.array(g, copy=True)
-                gs[self._idx] = 0
-        if self._next[1][0] is not None:
-            gv = _cast_arr(_sum_to_shape(_as_ndarray(g[self._idx]), self._val_shape),
-                           self._val_dtype)
-        return (gs, gv)
-
-    cdef tuple _graph(self, Tensor g):
-        return self.grad_formula_impl(g)
 
     def grad_formula_impl(self, g):
         cdef Tensor c
@@ -986,27 +848,12 @@ cdef class IndexPutBackward(Node):
             if self._accumulate:
                 gs = g
             else:
-                c = clone(g)
+                c = ops.clone(g)
                 _index_put(c, self._idx, self._advanced, 0, False)
                 gs = c
         if self._next[1][0] is not None:
-            gv = _cast_t(_sum_to_shape_t(_getitem(g, self._idx), self._val_shape), self._val_dtype)
+            gv = _cast_t(_sum_to_t(_getitem(g, self._idx), self._val_shape), self._val_dtype)
         return (gs, gv)
-
-
-cdef bint _is_view(Tensor t):
-    """Does t share memory with another tensor through a view op?"""
-    node = t._grad_fn
-    if node is None:
-        return (<object>t._data).base is not None
-    if type(node) is IndexBackward:
-        return not (<IndexBackward>node)._advanced
-    if type(node) in (SqueezeBackward, UnsqueezeBackward, TransposeBackward, PermuteBackward,
-                      ExpandBackward, ViewModifiedBackward):
-        return True
-    if type(node) is ReshapeBackward:
-        return (<object>t._data).base is not None
-    return False
 
 
 cdef void _index_put(Tensor self, tuple idx, bint adv, object value, bint accumulate) except *:
@@ -1020,9 +867,9 @@ cdef void _index_put(Tensor self, tuple idx, bint adv, object value, bint accumu
     else:
         vt = _as_tensor(value)
         vdata = vt._data
-    cdef bint recording = lucid_grad_enabled and self._dtype.is_floating_point and (
+    cdef bint recording = grad_enabled() and self._dtype.is_floating_point and (
         self._requires_grad or (vt is not None and vt._requires_grad))
-    if lucid_grad_enabled and self._requires_grad and self._grad_fn is None:
+    if grad_enabled() and self._requires_grad and self._grad_fn is None:
         raise LucidError(
             "a leaf tensor that requires grad is being used in an in-place operation "
             "(index assignment); wrap it in `with lucid.no_grad():`")
@@ -1039,8 +886,10 @@ cdef void _index_put(Tensor self, tuple idx, bint adv, object value, bint accumu
             f"index assignment of a {vt._dtype} value into a {self._dtype} tensor; cast it first")
     cdef tuple e_self = _edge(self) if recording else _NO_EDGE
     try:
-        if accumulate:
-            np.add.at(self._data, idx, vdata)
+        if accumulate and adv:
+            np.add.at(self._data, idx, vdata)      # repeated indices accumulate
+        elif accumulate:
+            self._data[idx] += vdata
         else:
             self._data[idx] = vdata
     except ValueError as e:
@@ -1123,7 +972,7 @@ cdef void _scatter_add_arr(object z, int d, object idx, object src) except *:
 
 cdef class GatherBackward(Node):
     """Backward of gather: the gradient scatter-added into zeros of the input's shape."""
-    schema_v1 = _register("gather", "KeepInput", 2, saves_input=True)
+    schema_v1 = register("gather", "KeepInput", 2, saves_input=True)
     cdef tuple _in_shape
     cdef int _dim
     cdef SavedTensor _index
@@ -1131,21 +980,9 @@ cdef class GatherBackward(Node):
     cdef list _saved_list(self):
         return [self._index]
 
-    cdef void _release(self):
-        self._released = True
-        self._index.release()
-
-    cdef tuple _eager(self, cnp.ndarray g):
-        z = np.zeros(self._in_shape, dtype=g.dtype)
-        _scatter_add_arr(z, self._dim, self._index.data(self), g)
-        return (z, None)
-
-    cdef tuple _graph(self, Tensor g):
-        return self.grad_formula_impl(g)
-
-    def grad_formula_impl(self, g):
-        return (scatter_add(_zeros_t(self._in_shape, (<Tensor>g)._dtype), self._dim,
-                            self._index.unpack(self), g), None)
+    def grad_formula_impl(self, g, index):
+        return (scatter_add(_zeros_t(self._in_shape, (<Tensor>g)._dtype), self._dim, index, g),
+                None)
 
 
 def gather(input, dim, index):
@@ -1164,7 +1001,7 @@ def gather(input, dim, index):
     _check_bounds(it._data, shape[d], d, "gather")
     cdef Tensor y = _wrap(_as_ndarray(_gather_arr(x._data, d, it._data)), x._dtype)
     cdef GatherBackward node
-    if lucid_grad_enabled and x._requires_grad:
+    if grad_enabled() and x._requires_grad:
         node = GatherBackward.__new__(GatherBackward)
         node._next = (_edge(x), _NO_EDGE)
         node._in_shape = shape
@@ -1177,7 +1014,7 @@ def gather(input, dim, index):
 cdef class ScatterAddBackward(Node):
     """Backward of scatter_add: input gets the gradient, src gets it gathered at index
     (zeros where src was not used)."""
-    schema_v1 = _register("scatter_add", "KeepInput", 3, saves_input=True)
+    schema_v1 = register("scatter_add", "KeepInput", 3, saves_input=True)
     cdef int _dim
     cdef tuple _src_shape
     cdef DType _src_dtype
@@ -1186,31 +1023,10 @@ cdef class ScatterAddBackward(Node):
     cdef list _saved_list(self):
         return [self._index]
 
-    cdef void _release(self):
-        self._released = True
-        self._index.release()
-
-    cdef tuple _eager(self, cnp.ndarray g):
+    def grad_formula_impl(self, g, it):
         gx = g if self._next[0][0] is not None else None
         gs = None
         if self._next[2][0] is not None:
-            idx = self._index.data(self)
-            gs = _gather_arr(g, self._dim, idx)
-            if np.shape(idx) != self._src_shape:
-                z = np.zeros(self._src_shape, dtype=g.dtype)
-                z[tuple(slice(0, s) for s in np.shape(idx))] = gs
-                gs = z
-            gs = _cast_arr(_as_ndarray(gs), self._src_dtype)
-        return (gx, None, gs)
-
-    cdef tuple _graph(self, Tensor g):
-        return self.grad_formula_impl(g)
-
-    def grad_formula_impl(self, g):
-        gx = g if self._next[0][0] is not None else None
-        gs = None
-        if self._next[2][0] is not None:
-            it = self._index.unpack(self)
             gs = gather(g, self._dim, it)
             ishape = _shp((<Tensor>it)._data)
             if ishape != self._src_shape:
@@ -1247,7 +1063,7 @@ def scatter_add(input, dim, index, src):
     _scatter_add_arr(out, d, it._data, s._data)
     cdef Tensor y = _wrap(out, x._dtype)
     cdef ScatterAddBackward node
-    if lucid_grad_enabled and x._dtype.is_floating_point and (x._requires_grad or s._requires_grad):
+    if grad_enabled() and x._dtype.is_floating_point and (x._requires_grad or s._requires_grad):
         node = ScatterAddBackward.__new__(ScatterAddBackward)
         node._next = (_edge(x), _NO_EDGE, _edge(s))
         node._dim = d
@@ -1260,7 +1076,7 @@ def scatter_add(input, dim, index, src):
 
 cdef class IndexSelectBackward(Node):
     """Backward of index_select: the gradient added into zeros at the selected indices."""
-    schema_v1 = _register("index_select", "KeepInput", 2, saves_input=True)
+    schema_v1 = register("index_select", "KeepInput", 2, saves_input=True)
     cdef tuple _in_shape
     cdef int _dim
     cdef SavedTensor _index
@@ -1268,22 +1084,9 @@ cdef class IndexSelectBackward(Node):
     cdef list _saved_list(self):
         return [self._index]
 
-    cdef void _release(self):
-        self._released = True
-        self._index.release()
-
-    cdef tuple _eager(self, cnp.ndarray g):
-        z = np.zeros(self._in_shape, dtype=g.dtype)
-        idx = self._index.data(self).reshape(-1)
-        np.add.at(z, (slice(None),) * self._dim + (idx,), g)
-        return (z, None)
-
-    cdef tuple _graph(self, Tensor g):
-        return self.grad_formula_impl(g)
-
-    def grad_formula_impl(self, g):
+    def grad_formula_impl(self, g, index):
         cdef Tensor z = _zeros_t(self._in_shape, (<Tensor>g)._dtype)
-        idx = np.array(self._index.data(self), dtype=np.int64).reshape(-1)
+        idx = np.array((<Tensor>index)._data, dtype=np.int64).reshape(-1)
         _index_put(z, (slice(None),) * self._dim + (idx,), True, g, True)
         return (z, None)
 
@@ -1305,7 +1108,7 @@ def index_select(input, dim, index):
     _check_bounds(idx, shape[d], d, "index_select")
     cdef Tensor y = _wrap(_as_ndarray(np.take(x._data, idx, axis=d)), x._dtype)
     cdef IndexSelectBackward node
-    if lucid_grad_enabled and x._requires_grad:
+    if grad_enabled() and x._requires_grad:
         node = IndexSelectBackward.__new__(IndexSelectBackward)
         node._next = (_edge(x), _NO_EDGE)
         node._in_shape = shape
@@ -1332,10 +1135,52 @@ def _m_t(self):
     return _reverse_dims(self)
 
 
-for _name, _fn in (("flatten", flatten), ("squeeze", squeeze), ("unsqueeze", unsqueeze),
-                   ("transpose", transpose), ("permute", _m_permute), ("flip", flip),
-                   ("roll", roll), ("tile", tile), ("repeat", _m_repeat), ("gather", gather),
-                   ("scatter_add", scatter_add), ("index_select", index_select),
-                   ("split", split), ("chunk", chunk), ("narrow", narrow), ("t", _m_t),
-                   ("index_put_", index_put_)):
-    _add_tensor_method(_name, _fn)
+def _m_reshape(self, *shape):
+    return reshape(self, _size_args(shape))
+
+
+def _m_expand(self, *sizes):
+    return expand(self, _size_args(sizes))
+
+
+def _m_expand_as(self, other):
+    return expand(self, _shp((<Tensor>_as_tensor(other))._data))
+
+
+for _fn in (flatten, squeeze, unsqueeze, transpose, flip, roll, tile, gather, scatter_add,
+            index_select, split, chunk, narrow, cat, concat, stack, pad, broadcast_to,
+            index_put_):
+    export(_fn, method=_fn.__name__ not in ("cat", "concat", "stack", "pad"))
+export(reshape, method=_m_reshape)
+export(_m_reshape, "view", public=False, method=True)
+export(expand, method=_m_expand)
+export(_m_expand_as, "expand_as", public=False, method=True)
+export(permute, method=_m_permute)
+export(repeat, method=_m_repeat)
+export(_m_t, "t", public=False, method=True)
+export(_getitem, public=False)
+export(_setitem, public=False)
+export(_reverse_dims, public=False)
+
+# Which node classes belong to view ops (a write into a view's base must invalidate
+# them; in-place ops on their outputs are refused when recording).
+for _cls in (SqueezeBackward, UnsqueezeBackward, TransposeBackward, PermuteBackward,
+             ExpandBackward):
+    _mark_view_node(_cls)
+_mark_view_node(ReshapeBackward, lambda node, t: (<object>(<Tensor>t)._data).base is not None)
+_mark_view_node(IndexBackward, lambda node, t: not node.advanced)
+
+# Every schema names its node class.
+for _cls in (ReshapeBackward, ExpandBackward, SqueezeBackward, UnsqueezeBackward,
+             TransposeBackward, PermuteBackward, CatBackward, StackBackward, FlipBackward,
+             RollBackward, TileBackward, RepeatBackward, PadBackward, IndexBackward,
+             IndexPutBackward, GatherBackward, ScatterAddBackward, IndexSelectBackward):
+    _cls.schema_v1._bind(_cls)
+
+# Aliases take the schema flags of the op whose node they record.
+for _name, _of in (("view", "reshape"), ("flatten", "reshape"), ("broadcast_to", "expand"),
+                   ("split", "index"), ("chunk", "index"), ("narrow", "index")):
+    _s = <OpSchema>ops_schema(_of)
+    register(_name, _s.amp_policy.value, _s.arity, saves_input=_s.saves_input,
+              saves_output=_s.saves_output, deterministic=_s.deterministic, node=_s.node)
+register("contiguous", "KeepInput", 1)

@@ -1,4 +1,19 @@
-# Creation functions and the global random stream.
+"""The creation family: zeros, ones, full, arange, linspace, eye, the *_like functions,
+and random tensors from lucid's generators."""
+cimport numpy as cnp
+
+import numpy as np
+
+from lucid._core.core cimport *
+from lucid._core.core import LucidError, ShapeError, UnsupportedDTypeError, export, ops, register
+
+cnp.import_array()
+
+cdef DType bool_ = dtype_of_code(DT_BOOL)
+cdef DType int64 = dtype_of_code(DT_INT64)
+cdef DType float32 = dtype_of_code(DT_FLOAT32)
+cdef DType float64 = dtype_of_code(DT_FLOAT64)
+from lucid._core.core import device as ops_device
 
 class Generator:
     """A random stream (PCG64). Pass ``generator=`` to rand, randn, randint, normal
@@ -34,7 +49,7 @@ class Generator:
 
     @property
     def device(self):
-        return _CPU
+        return ops_device("cpu")
 
     def __repr__(self):
         return f"<lucid.Generator seed={self._seed}>"
@@ -236,3 +251,7 @@ def randn(*size, generator=None, dtype=None, device="cpu", requires_grad=False):
     a = _gen(generator).standard_normal(_size_args(size),
                                         dtype=np.float64 if dt is float64 else np.float32)
     return _finish(a.astype(dt.numpy_dtype, copy=False), dt, requires_grad, device)
+
+
+for _fn in (zeros_like, ones_like, empty_like, full_like):
+    export(_fn)

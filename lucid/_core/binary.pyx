@@ -1,0 +1,583 @@
+"""The binary family: element-wise ops of two operands, and the in-place variants.
+
+The rows of ``optable.BINARY`` become, through the generated ``_binary.pxi``, one
+schema, node class and public function each, all run by core's dispatch_binary.
+pow, maximum, minimum, atan2, hypot and logaddexp on floats run lucid's own kernels
+(src/lucid_binary.c), forward and fused backward; the others (and integer inputs)
+NumPy's ufuncs, which are already SIMD and broadcast-aware.
+"""
+cimport numpy as cnp
+from cython.parallel cimport prange
+
+import numpy as np
+
+from lucid._core.core cimport *
+from lucid._core.core import LucidError, ShapeError, UnsupportedDTypeError, export, ops, register
+
+cnp.import_array()
+
+cdef DType bool_ = dtype_of_code(DT_BOOL)
+cdef DType float16 = dtype_of_code(DT_FLOAT16)
+cdef tuple _NO_EDGE = (None, 0)
+
+cdef extern from "lucid_vforce.h" nogil:
+    enum:
+        LV_BC_NONE
+        LV_BC_A
+        LV_BC_B
+    void lucid_vnegf(float *y, const float *x, const int *n)
+    void lucid_vneg(double *y, const double *x, const int *n)
+
+ctypedef void (*bf32_t)(float *, const float *, const float *, const int *, int) noexcept nogil
+ctypedef void (*bf64_t)(double *, const double *, const double *, const int *, int) noexcept nogil
+ctypedef void (*bg32_t)(float *, float *, const float *, const float *, const float *,
+                        const float *, const int *, int) noexcept nogil
+ctypedef void (*bg64_t)(double *, double *, const double *, const double *, const double *,
+                        const double *, const int *, int) noexcept nogil
+
+cdef struct BinaryKernels:
+    bf32_t f32
+    bf64_t f64
+    bg32_t g32
+    bg64_t g64
+
+# Kernels take an int count; longer arrays go through in chunks of this many
+# elements (a multiple of the kernels' block, so chunking never changes a result).
+# Pieces of strided or broadcast operands are _PIECE elements; below _NOGIL_MIN
+# elements, releasing the GIL costs more than the kernel.
+cdef enum:
+    _CHUNK = 1 << 30
+    _PIECE = 1 << 14
+    _NOGIL_MIN = 8192
+
+
+cdef void _bin_run(const BinaryKernels *k, int num, char *z, const char *a, const char *b,
+                   Py_ssize_t n, int bc, Py_ssize_t isz) noexcept nogil:
+    """One contiguous piece of n outputs; a broadcast operand (bc) stays put."""
+    cdef Py_ssize_t sa = 0 if bc == LV_BC_A else isz
+    cdef Py_ssize_t sb = 0 if bc == LV_BC_B else isz
+    cdef int m
+    while n > 0:
+        m = <int>(n if n < _CHUNK else _CHUNK)
+        if num == cnp.NPY_FLOAT:
+            k.f32(<float *>z, <const float *>a, <const float *>b, &m, bc)
+        else:
+            k.f64(<double *>z, <const double *>a, <const double *>b, &m, bc)
+        z += m * isz
+        a += m * sa
+        b += m * sb
+        n -= m
+
+
+cdef void _bin_par(const BinaryKernels *k, int num, char *z, const char *a, const char *b,
+                   Py_ssize_t n, int bc, Py_ssize_t isz) noexcept nogil:
+    cdef int nt = _threads_for(n)
+    cdef Py_ssize_t per, c, start, nchunks
+    cdef Py_ssize_t sa = 0 if bc == LV_BC_A else isz
+    cdef Py_ssize_t sb = 0 if bc == LV_BC_B else isz
+    if nt == 1:
+        _bin_run(k, num, z, a, b, n, bc, isz)
+        return
+    per = _piece_len(n, nt)
+    nchunks = (n + per - 1) // per
+    for c in prange(nchunks, num_threads=nt, schedule="static"):
+        start = c * per
+        _bin_run(k, num, z + start * isz, a + start * sa, b + start * sb,
+                 per if n - start > per else n - start, bc, isz)
+
+
+cdef void _bgrad_run(const BinaryKernels *k, int num, char *ga, char *gb, const char *g,
+                     const char *a, const char *b, const char *y, Py_ssize_t n, int bc,
+                     Py_ssize_t isz) noexcept nogil:
+    cdef Py_ssize_t sa = 0 if bc == LV_BC_A else isz
+    cdef Py_ssize_t sb = 0 if bc == LV_BC_B else isz
+    cdef int m
+    while n > 0:
+        m = <int>(n if n < _CHUNK else _CHUNK)
+        if num == cnp.NPY_FLOAT:
+            k.g32(<float *>ga, <float *>gb, <const float *>g, <const float *>a,
+                  <const float *>b, <const float *>y, &m, bc)
+        else:
+            k.g64(<double *>ga, <double *>gb, <const double *>g, <const double *>a,
+                  <const double *>b, <const double *>y, &m, bc)
+        if ga != NULL:
+            ga += m * isz
+        if gb != NULL:
+            gb += m * isz
+        if y != NULL:
+            y += m * isz
+        g += m * isz
+        a += m * sa
+        b += m * sb
+        n -= m
+
+
+cdef void _bgrad_par(const BinaryKernels *k, int num, char *ga, char *gb, const char *g,
+                     const char *a, const char *b, const char *y, Py_ssize_t n, int bc,
+                     Py_ssize_t isz) noexcept nogil:
+    cdef int nt = _threads_for(n)
+    cdef Py_ssize_t per, c, start, nchunks, off
+    cdef Py_ssize_t sa = 0 if bc == LV_BC_A else isz
+    cdef Py_ssize_t sb = 0 if bc == LV_BC_B else isz
+    if nt == 1:
+        _bgrad_run(k, num, ga, gb, g, a, b, y, n, bc, isz)
+        return
+    per = _piece_len(n, nt)
+    nchunks = (n + per - 1) // per
+    for c in prange(nchunks, num_threads=nt, schedule="static"):
+        start = c * per
+        off = start * isz
+        _bgrad_run(k, num, ga + off if ga != NULL else NULL, gb + off if gb != NULL else NULL,
+                   g + off, a + start * sa, b + start * sb, y + off if y != NULL else NULL,
+                   per if n - start > per else n - start, bc, isz)
+
+
+cdef inline bint _full(cnp.ndarray x, tuple shape):
+    return cnp.PyArray_IS_C_CONTIGUOUS(x) and _shp(x) == shape
+
+
+cdef tuple _bshape(cnp.ndarray a, cnp.ndarray b):
+    """The broadcast shape of a and b (the common cases without np.broadcast_shapes,
+    which is Python code and costs microseconds)."""
+    cdef tuple sa = _shp(a), sb = _shp(b)
+    if sa == sb:
+        return sa
+    if cnp.PyArray_SIZE(a) == 1 and cnp.PyArray_NDIM(a) <= cnp.PyArray_NDIM(b):
+        return sb
+    if cnp.PyArray_SIZE(b) == 1 and cnp.PyArray_NDIM(b) <= cnp.PyArray_NDIM(a):
+        return sa
+    return np.broadcast_shapes(sa, sb)
+
+
+cdef int _bc_mode(cnp.ndarray a, cnp.ndarray b, tuple shape):
+    """How the kernels can read a and b for an output of `shape`: LV_BC_NONE (both
+    full and contiguous), LV_BC_A / LV_BC_B (that one is a single value), or -1
+    (a general broadcast or a strided layout)."""
+    cdef bint fa = _full(a, shape), fb = _full(b, shape)
+    if fa and fb:
+        return LV_BC_NONE
+    if cnp.PyArray_SIZE(a) == 1 and fb:
+        return LV_BC_A
+    if cnp.PyArray_SIZE(b) == 1 and fa:
+        return LV_BC_B
+    return -1
+
+
+cdef cnp.ndarray _bin_forward(const BinaryKernels *k, object xa, object xb):
+    """op(xa, xb) with lucid's kernels, for float16/32/64 operands (ndarrays or NumPy
+    scalars) of one dtype. float16 computes in float32."""
+    cdef cnp.ndarray a = xa if type(xa) is np.ndarray else np.asarray(xa)
+    cdef cnp.ndarray b = xb if type(xb) is np.ndarray else np.asarray(xb)
+    if cnp.PyArray_TYPE(a) == cnp.NPY_FLOAT16:
+        return _to_half(_bin_forward(k, a.astype(np.float32), b.astype(np.float32)))
+    cdef tuple shape = _bshape(a, b)
+    cdef int num = cnp.PyArray_TYPE(a)
+    cdef Py_ssize_t isz = cnp.PyArray_ITEMSIZE(a)
+    cdef int bc = _bc_mode(a, b, shape)
+    cdef cnp.ndarray out, ain, bin_, zout
+    if bc < 0 and cnp.PyArray_SIZE(a) == 1 and cnp.PyArray_SIZE(b) == 1:
+        a = np.ascontiguousarray(a).reshape(shape)
+        b = np.ascontiguousarray(b).reshape(shape)
+        bc = LV_BC_NONE
+    if bc >= 0:
+        out = cnp.PyArray_EMPTY(len(shape), cnp.PyArray_DIMS(a) if bc != LV_BC_A else cnp.PyArray_DIMS(b),
+                                num, 0)
+        if cnp.PyArray_SIZE(out) < _NOGIL_MIN:
+            _bin_run(k, num, cnp.PyArray_BYTES(out), cnp.PyArray_BYTES(a), cnp.PyArray_BYTES(b),
+                     cnp.PyArray_SIZE(out), bc, isz)
+        else:
+            with nogil:
+                _bin_par(k, num, cnp.PyArray_BYTES(out), cnp.PyArray_BYTES(a),
+                         cnp.PyArray_BYTES(b), cnp.PyArray_SIZE(out), bc, isz)
+        return out
+    # General broadcasting or strided operands: contiguous pieces of _PIECE elements
+    # (NumPy's buffered iterator), never a full copy of either operand.
+    it = np.nditer([a, b, None], flags=["external_loop", "buffered", "zerosize_ok"],
+                   op_flags=[["readonly", "contig"], ["readonly", "contig"],
+                             ["writeonly", "allocate", "contig"]],
+                   order="K", buffersize=_PIECE)
+    with it:
+        for ain, bin_, zout in it:
+            with nogil:
+                _bin_run(k, num, cnp.PyArray_BYTES(zout), cnp.PyArray_BYTES(ain),
+                         cnp.PyArray_BYTES(bin_), cnp.PyArray_SIZE(zout), LV_BC_NONE, isz)
+        return it.operands[2]
+
+
+cdef tuple _bin_backward(const BinaryKernels *k, cnp.ndarray g, object xa, object xb, object y,
+                         bint want_a, bint want_b):
+    """The fused backward of kernel k: (grad_a, grad_b) in g's (the output's) shape,
+    None where not wanted. xa / xb are the saved operands (arrays or Python
+    scalars), y the saved output or None (read only by the ops that need it)."""
+    cdef object dt = g.dtype
+    if cnp.PyArray_TYPE(g) == cnp.NPY_FLOAT16:
+        f32 = np.float32
+        ha, hb = _bin_backward(k, g.astype(f32), np.asarray(xa, f32), np.asarray(xb, f32),
+                               None if y is None else np.asarray(y, f32), want_a, want_b)
+        return (None if ha is None else _to_half(ha), None if hb is None else _to_half(hb))
+    cdef tuple shape = _shp(g)
+    cdef cnp.ndarray a = np.asarray(xa, dt), b = np.asarray(xb, dt)
+    g = np.ascontiguousarray(g)
+    cdef cnp.ndarray yy = None if y is None else np.ascontiguousarray(y, dt)
+    cdef int bc = _bc_mode(a, b, shape)
+    if bc < 0:       # general broadcasting: give each operand the output's shape
+        a = np.ascontiguousarray(np.broadcast_to(a, shape))
+        b = np.ascontiguousarray(np.broadcast_to(b, shape))
+        bc = LV_BC_NONE
+    cdef cnp.ndarray ga = np.empty(shape, dt) if want_a else None
+    cdef cnp.ndarray gb = np.empty(shape, dt) if want_b else None
+    cdef char *pa = cnp.PyArray_BYTES(ga) if want_a else NULL
+    cdef char *pb = cnp.PyArray_BYTES(gb) if want_b else NULL
+    cdef const char *py = cnp.PyArray_BYTES(yy) if yy is not None else NULL
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(g)
+    with nogil:
+        _bgrad_par(k, cnp.PyArray_TYPE(g), pa, pb, cnp.PyArray_BYTES(g),
+                   cnp.PyArray_BYTES(a), cnp.PyArray_BYTES(b), py, n, bc, cnp.PyArray_ITEMSIZE(g))
+    return (ga, gb)
+
+
+# -- the kernels and nodes the generated rows use ------------------------------------
+
+cdef enum:
+    _READS_A = 1
+    _READS_B = 2
+    _READS_OUT = 4
+
+
+cdef class BinaryCPU(Kernel):
+    """A binary row's CPU forward: lucid's C kernel for float32/float64 (float16 through
+    float32) when the row has one, else the NumPy ufunc."""
+    cdef object ufunc
+    cdef const BinaryKernels *k
+    cdef int reads_a, reads_b          # what grad_a / grad_b read: _READS_* bits
+    cdef str name
+
+    cdef object run2(self, object a, object b, DType dt, object params):
+        if self.k != NULL and dt.is_floating_point:
+            return _bin_forward(self.k, a, b)
+        if params is not None and params != 1:          # add / sub's alpha
+            b = b * dt.numpy_dtype.type(params)
+        if dt is bool_ and self.name == "sub":
+            raise UnsupportedDTypeError("subtraction of two bool tensors is not supported; "
+                                        "use logical_xor or ~")
+        if self.ufunc is np.add or self.ufunc is np.subtract or self.ufunc is np.multiply:
+            return self.ufunc(a, b)
+        if not dt.is_floating_point and (self.ufunc is np.fmod or self.ufunc is np.remainder) \
+                and np.any(np.asarray(b) == 0):
+            raise ZeroDivisionError(f"integer division by zero in {self.name}")
+        # x/0 and (-1)**0.5 are IEEE results (inf, nan), not warnings, as in PyTorch.
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return self.ufunc(a, b)
+
+
+cdef BinaryCPU _binary_kernel(OpSchema s, object ufunc, const BinaryKernels *k, int reads_a,
+                              int reads_b):
+    cdef BinaryCPU c = BinaryCPU.__new__(BinaryCPU)
+    c.ufunc = ufunc
+    c.k = k
+    c.reads_a = reads_a
+    c.reads_b = reads_b
+    c.name = s.name
+    return c
+
+
+cdef class BinaryBackward(Node):
+    """Shared part of the binary nodes: each operand as a saved tensor or a Python
+    scalar, the inputs' shapes and dtypes (the gradient is summed back over broadcast
+    dims and cast to each input's dtype), and the op's parameter ``p``.
+
+    A node saves what the formulas of the wanted gradients read (``mul`` keeps b only
+    if a needs a gradient); a row with a fused kernel keeps both operands, which the
+    kernel reads."""
+    cdef tuple _shape_a, _shape_b
+    cdef DType _dt_a, _dt_b
+    cdef SavedTensor _saved_a, _saved_b, _saved_out
+    cdef object _scalar_a, _scalar_b
+    cdef readonly object _param
+    cdef const BinaryKernels *_k
+
+    cdef void _setup(self, OpSchema s, tuple inputs, Tensor out, object params) except *:
+        cdef BinaryCPU cpu = <BinaryCPU>s.cpu
+        cdef int reads = (cpu.reads_a if self._wants(0) else 0) | (cpu.reads_b if self._wants(1) else 0)
+        if cpu.k != NULL and out._dtype.is_floating_point:
+            self._k = cpu.k
+            reads |= _READS_A | _READS_B
+        a, b = inputs
+        if isinstance(a, Tensor):
+            self._shape_a = _shp((<Tensor>a)._data)
+            self._dt_a = (<Tensor>a)._dtype
+            if reads & _READS_A:
+                self._saved_a = _save(<Tensor>a, False)
+        else:
+            self._scalar_a = a
+        if isinstance(b, Tensor):
+            self._shape_b = _shp((<Tensor>b)._data)
+            self._dt_b = (<Tensor>b)._dtype
+            if reads & _READS_B:
+                self._saved_b = _save(<Tensor>b, False)
+        else:
+            self._scalar_b = b
+        if reads & _READS_OUT:
+            self._saved_out = _save(out, True)
+        self._param = params
+
+    cdef list _saved_list(self):
+        return [s for s in (self._saved_a, self._saved_b, self._saved_out) if s is not None]
+
+    cdef inline bint _wants(self, int side):
+        return self._next[side][0] is not None
+
+    cdef object _arr(self, int side):
+        s = self._saved_a if side == 0 else self._saved_b
+        if s is not None:
+            return (<SavedTensor>s).data(self)
+        return self._scalar_a if side == 0 else self._scalar_b
+
+    cdef object _ten(self, int side):
+        s = self._saved_a if side == 0 else self._saved_b
+        if s is not None:
+            return (<SavedTensor>s).unpack(self)
+        return self._scalar_a if side == 0 else self._scalar_b
+
+    cdef tuple _formula(self, Tensor g):
+        out = self._saved_out.unpack(self) if self._saved_out is not None else None
+        return self.grad_formula_impl(g, self._ten(0), self._ten(1), out)
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        if self._k != NULL:
+            ga, gb = _bin_backward(self._k, g, self._arr(0), self._arr(1),
+                                   self._saved_out.data(self) if self._saved_out is not None else None,
+                                   self._wants(0), self._wants(1))
+        else:
+            ga, gb = self._formula(_wrap(g, _dtype_of_array(g)))
+            ga = (<Tensor>ga)._data if isinstance(ga, Tensor) else ga
+            gb = (<Tensor>gb)._data if isinstance(gb, Tensor) else gb
+        if ga is not None:
+            ga = _store(_sum_to(_as_ndarray(ga), self._shape_a), self._dt_a)
+        if gb is not None:
+            gb = _store(_sum_to(_as_ndarray(gb), self._shape_b), self._dt_b)
+        return (ga, gb)
+
+    cdef tuple _graph(self, Tensor g):
+        ga, gb = self._formula(g)
+        if ga is not None:
+            ga = to_dtype(_sum_to_t(_as_tensor(ga), self._shape_a), self._dt_a, False)
+        if gb is not None:
+            gb = to_dtype(_sum_to_t(_as_tensor(gb), self._shape_b), self._dt_b, False)
+        return (ga, gb)
+
+    @property
+    def _saved_self(self):
+        return self._ten(0)
+
+    @property
+    def _saved_other(self):
+        return self._ten(1)
+
+
+def _pow_grad_a(g, a, b):
+    """d(a ** b)/da = b a^(b-1), and 0 where b == 0 (so 0 ** 0 has gradient 0)."""
+    if isinstance(b, Tensor):
+        return ops.where(b == 0, 0.0, g * b * a ** (b - 1))
+    if b == 0:
+        return g * 0
+    return g * b * a ** (b - 1)
+
+
+def _pow_grad_b(g, a, b, out):
+    """d(a ** b)/db = a^b log(a), and 0 where a == 0 and b >= 0 (the limit, not nan)."""
+    if not isinstance(a, Tensor):
+        a = ops.full_like(b, a)
+    zero = (a == 0) & (b >= 0)
+    safe_a = ops.where(zero, 1.0, a)          # log(1) = 0 where masked; the graph stays intact
+    return ops.where(zero, 0.0, g * out * ops.log(safe_a))
+
+
+include "_binary.pxi"
+
+
+# -- neg ----------------------------------------------------------------------------
+
+cdef OpSchema _S_neg = register("neg", "Promote", 1)
+
+
+cdef class NegCPU(Kernel):
+    cdef object run1(self, cnp.ndarray x, object params):
+        if cnp.PyArray_TYPE(x) == cnp.NPY_BOOL:
+            raise UnsupportedDTypeError("negation of a bool tensor is not supported; use ~ instead")
+        return _neg_array(x)
+
+
+_S_neg.cpu = NegCPU.__new__(NegCPU)
+
+
+cdef class NegBackward(Node):
+    """Backward of neg: -g."""
+    schema_v1 = _S_neg
+
+    def grad_formula_impl(self, g):
+        return -g
+
+
+_S_neg._bind(NegBackward)
+
+
+cdef cnp.ndarray _neg_array(cnp.ndarray x):
+    """-x: lucid's kernel for contiguous float32/64, NumPy otherwise."""
+    cdef int num = cnp.PyArray_TYPE(x)
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(x)
+    cdef int m
+    cdef cnp.ndarray y
+    if not ((num == cnp.NPY_FLOAT or num == cnp.NPY_DOUBLE) and cnp.PyArray_IS_C_CONTIGUOUS(x)
+            and n < _CHUNK):
+        return _as_ndarray(np.negative(x))
+    y = _empty_like_arr(x, num)
+    m = <int>n
+    with nogil:
+        if num == cnp.NPY_FLOAT:
+            lucid_vnegf(<float *>cnp.PyArray_DATA(y), <const float *>cnp.PyArray_DATA(x), &m)
+        else:
+            lucid_vneg(<double *>cnp.PyArray_DATA(y), <const double *>cnp.PyArray_DATA(x), &m)
+    return y
+
+
+def neg(input):
+    """-input."""
+    return dispatch_unary(_S_neg, input, None)
+
+
+export(neg, method=True)
+
+
+# -- in-place arithmetic ------------------------------------------------------------------
+
+cdef enum:
+    _IP_ADD = 0
+    _IP_SUB = 1
+    _IP_MUL = 2
+    _IP_DIV = 3
+    _IP_FILL = 4
+
+
+cdef OpSchema _S_fill = register("fill_", "KeepInput", 1)
+
+
+cdef class FillBackward(Node):
+    """Backward of fill_/zero_ on a tensor with history: the old values get no gradient."""
+    schema_v1 = _S_fill
+
+    def grad_formula_impl(self, g):
+        return None
+
+
+_S_fill._bind(FillBackward)
+cdef object _inplace(Tensor self, object other, int op):
+    """``self op= other``: writes into self's memory and bumps its version counter."""
+    cdef bint recording = grad_enabled() and (
+        self._requires_grad or (isinstance(other, Tensor) and (<Tensor>other)._requires_grad))
+    if recording and self._requires_grad and self._grad_fn is None:
+        raise LucidError(
+            "a leaf tensor that requires grad is being used in an in-place operation; "
+            "wrap it in `with lucid.no_grad():` (e.g. for an optimizer step)")
+    if recording and self._grad_fn is not None and _is_view(self):
+        raise LucidError(
+            "in-place operation on a view (e.g. x[0], x.T) of a tensor with autograd history "
+            "is not supported: lucid can't carry the gradient through the base. Use out-of-place "
+            "ops, or write through the base with index assignment (x[0] = ...)")
+    cdef Tensor res
+    cdef Tensor src
+    cdef FillBackward fnode
+    if op == _IP_FILL:
+        if isinstance(other, Tensor):
+            if cnp.PyArray_SIZE((<Tensor>other)._data) != 1:
+                raise ShapeError("fill_ takes a Python scalar or a one-element tensor")
+            other = (<Tensor>other)._data.item()
+        if not _is_scalar(other):
+            raise TypeError(f"fill_ takes a number, got {type(other).__name__}")
+        if not self._dtype.is_floating_point and isinstance(other, float) and other != int(other):
+            raise UnsupportedDTypeError(f"cannot fill a {self._dtype} tensor with {other!r}")
+        if not cnp.PyArray_ISWRITEABLE(self._data):
+            raise LucidError("this tensor's memory is read-only (e.g. a broadcast view); clone() it first")
+        self._data.fill(other)
+        self._bump()
+        if recording:      # under no_grad a write is invisible to autograd, as in PyTorch
+            _invalidate_views(self, self._data)
+        if recording and self._requires_grad:
+            fnode = FillBackward.__new__(FillBackward)
+            fnode._next = (_edge(self),)
+            _set_history(self, fnode)
+        return self
+    if recording:
+        # The node must see the old value of self (mul/div save it), not the one we
+        # are about to write: give it a snapshot carrying self's history.
+        src = _wrap(self._data.copy() if op >= _IP_MUL else self._data, self._dtype)
+        src._grad_fn = self._grad_fn
+        src._output_nr = self._output_nr
+        src._requires_grad = self._requires_grad
+    else:
+        src = self
+    res = dispatch_binary(_IP_SCHEMAS[op], src, other, 1 if op <= _IP_SUB else None)
+    if _shp(res._data) != _shp(self._data):
+        raise ShapeError(
+            f"output with shape {_shp(self._data)} doesn't match the broadcast shape "
+            f"{_shp(res._data)}")
+    if res._dtype is not self._dtype and not (
+            self._dtype.is_floating_point or not res._dtype.is_floating_point) :
+        raise UnsupportedDTypeError(
+            f"result type {res._dtype} can't be cast to the desired output type {self._dtype}")
+    if res._dtype.is_floating_point is False and res._dtype.code > self._dtype.code and self._dtype is bool_:
+        raise UnsupportedDTypeError(
+            f"result type {res._dtype} can't be cast to the desired output type {self._dtype}")
+    if not cnp.PyArray_ISWRITEABLE(self._data):
+        raise LucidError("this tensor's memory is read-only (e.g. a NumPy array marked "
+                         "non-writeable or a broadcast view); clone() it first")
+    np.copyto(self._data, res._data, casting="unsafe")
+    self._bump()
+    if recording:          # under no_grad a write is invisible to autograd, as in PyTorch
+        _invalidate_views(self, self._data)
+    if recording:
+        self._grad_fn = res._grad_fn
+        self._output_nr = 0
+        self._requires_grad = True
+    return self
+
+
+cdef tuple _IP_SCHEMAS = (_S_add, _S_sub, _S_mul, _S_div)
+
+
+def add_(self, other, *, alpha=1):
+    """self += alpha * other, in place."""
+    if alpha != 1:
+        other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+    return _inplace(self, other, _IP_ADD)
+
+
+def sub_(self, other, *, alpha=1):
+    """self -= alpha * other, in place."""
+    if alpha != 1:
+        other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+    return _inplace(self, other, _IP_SUB)
+
+
+def mul_(self, other):
+    """self *= other, in place."""
+    return _inplace(self, other, _IP_MUL)
+
+
+def div_(self, other):
+    """self /= other, in place."""
+    return _inplace(self, other, _IP_DIV)
+
+
+def zero_(self):
+    """Fill self with zeros, in place."""
+    return _inplace(self, 0, _IP_FILL)
+
+
+def fill_(self, value):
+    """Fill self with value, in place."""
+    return _inplace(self, value, _IP_FILL)
+
+
+for _fn in (add_, sub_, mul_, div_, zero_, fill_):
+    export(_fn, public=False, method=True)

@@ -1,0 +1,128 @@
+"""The compare family: comparisons, logical ops and predicates (bool results, never
+differentiable; rows of ``optable.COMPARE``), and where, which is differentiable in its
+two values.
+"""
+cimport numpy as cnp
+
+import numpy as np
+
+from lucid._core.core cimport *
+from lucid._core.core import LucidError, ShapeError, UnsupportedDTypeError, export, ops, register
+
+cnp.import_array()
+
+cdef DType bool_ = dtype_of_code(DT_BOOL)
+cdef DType int64 = dtype_of_code(DT_INT64)
+cdef tuple _NO_EDGE = (None, 0)
+
+
+cdef class UfuncCPU(Kernel):
+    """A NumPy ufunc as the CPU kernel of one or two operands."""
+    cdef object ufunc
+
+    cdef object run1(self, cnp.ndarray x, object params):
+        return self.ufunc(x)
+
+    cdef object run2(self, object a, object b, DType dt, object params):
+        return self.ufunc(a, b)
+
+
+cdef UfuncCPU _ufunc_kernel(object ufunc):
+    cdef UfuncCPU k = UfuncCPU.__new__(UfuncCPU)
+    k.ufunc = ufunc
+    return k
+
+
+include "_compare.pxi"
+
+
+cdef OpSchema _S_bitwise_not = register("bitwise_not", "KeepInput", 1)
+
+
+def bitwise_not(input):
+    """~input for integer and bool tensors."""
+    cdef Tensor x = _as_tensor(input)
+    if x._dtype.is_floating_point:
+        raise UnsupportedDTypeError(f"bitwise_not needs an integer or bool tensor, got {x._dtype}")
+    return _wrap(_as_ndarray(np.invert(x._data)), x._dtype)
+
+
+def equal(input, other):
+    """True if both tensors have the same shape and elements."""
+    cdef Tensor a = _as_tensor(input), b = _as_tensor(other)
+    return _shp(a._data) == _shp(b._data) and bool(np.array_equal(a._data, b._data))
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True if |input - other| <= atol + rtol |other| everywhere."""
+    cdef Tensor a = _as_tensor(input), b = _as_tensor(other)
+    return bool(np.allclose(a._data, b._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+# -- where --------------------------------------------------------------------------
+
+cdef OpSchema _S_where = register("where", "Promote", 2)
+
+
+cdef class WhereBackward(Node):
+    """Backward of where(cond, a, b): grad_a = g where cond else 0, grad_b = g where not cond
+    (summed back over broadcast dims)."""
+    schema_v1 = _S_where
+    cdef Tensor _cond
+    cdef tuple _shape_a, _shape_b
+    cdef DType _dt_a, _dt_b
+
+    def grad_formula_impl(self, g):
+        ga = gb = None
+        if self._next[0][0] is not None:
+            ga = to_dtype(_sum_to_t(where(self._cond, g, 0.0), self._shape_a), self._dt_a, False)
+        if self._next[1][0] is not None:
+            gb = to_dtype(_sum_to_t(where(self._cond, 0.0, g), self._shape_b), self._dt_b, False)
+        return (ga, gb)
+
+
+_S_where._bind(WhereBackward)
+
+
+def where(condition, input=None, other=None):
+    """Elements of ``input`` where ``condition`` holds, else of ``other`` (broadcast).
+    With only ``condition``, the indices of its nonzero elements (a tuple per dim)."""
+    cdef Tensor c = _as_tensor(condition)
+    if input is None and other is None:
+        return tuple(_wrap(_as_ndarray(i).astype(np.int64), int64) for i in np.nonzero(c._data))
+    if c._dtype is not bool_:
+        raise UnsupportedDTypeError(f"where expected a bool condition, got {c._dtype}")
+    cdef Tensor ta = <Tensor>input if isinstance(input, Tensor) else None
+    cdef Tensor tb = <Tensor>other if isinstance(other, Tensor) else None
+    sa = None if ta is not None else input
+    sb = None if tb is not None else other
+    if ta is None and not _is_scalar(sa):
+        ta = _as_tensor(sa)
+        sa = None
+    if tb is None and not _is_scalar(sb):
+        tb = _as_tensor(sb)
+        sb = None
+    cdef DType dt = dtype_of_code(_result_code(ta, sa, tb, sb) if (ta is not None or tb is not None)
+                                  else _promote2(_scalar_code(sa), _scalar_code(sb)))
+    try:
+        r = np.where(c._data, _operand(ta, sa, dt), _operand(tb, sb, dt))
+    except ValueError as e:
+        raise ShapeError(f"where: shapes do not broadcast: {e}") from None
+    cdef Tensor out = _wrap(_as_ndarray(r).astype(dt.numpy_dtype, copy=False), dt)
+    cdef WhereBackward node
+    if grad_enabled() and ((ta is not None and ta._requires_grad) or
+                           (tb is not None and tb._requires_grad)):
+        node = <WhereBackward>record(_S_where, out, (ta, tb), None)
+        node._cond = _wrap(np.broadcast_to(c._data, _shp(out._data)), bool_)
+        if ta is not None:
+            node._shape_a, node._dt_a = _shp(ta._data), ta._dtype
+        if tb is not None:
+            node._shape_b, node._dt_b = _shp(tb._data), tb._dtype
+    return out
+
+
+export(bitwise_not, method=True)
+export(equal, method=True)
+export(allclose, method=True)
+# x.where(condition, y) is where(condition, x, y), as PyTorch's Tensor.where
+export(where, method=lambda self, condition, other: where(condition, self, other))

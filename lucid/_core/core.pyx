@@ -1,0 +1,1736 @@
+"""lucid's core extension: dtypes, Tensor, the autograd engine, op schemas and the
+dispatcher every op goes through.
+
+The op families (unary, binary, compare, reduce, shape, linalg, creation) are
+extensions of their own that ``cimport`` this module's ``core.pxd``; they supply
+kernels and backward nodes, never their own dispatch. Public functions reach
+``lucid`` / ``lucid.ops`` and Tensor methods through :func:`export`.
+"""
+cimport numpy as cnp
+from cpython.object cimport PyObject, PyTypeObject
+import builtins
+import enum
+import functools
+import operator
+import os
+import types
+import weakref
+
+import numpy as np
+
+cnp.import_array()
+
+cdef extern from "lucid_state.h":
+    int lucid_grad_enabled     # thread-local grad mode, 1 in every new thread
+
+cdef extern from "lucid_vforce.h" nogil:
+    const char *lucid_isa()
+    const char *lucid_mathlib()
+
+# dtypes: six singletons, each tied to a NumPy dtype (CPU storage is an ndarray).
+
+cdef class DType:
+    """A lucid dtype (``lucid.float32``, ...). Singletons: compare with ``==`` or ``is``."""
+
+    def __repr__(self):
+        return "lucid." + self.name
+
+    def __str__(self):
+        return "lucid." + self.name
+
+    def __reduce__(self):
+        return (_dtype_by_name, (self.name,))
+
+
+cdef DType _make_dtype(str name, int code, object np_dtype, bint is_float):
+    cdef DType d = DType.__new__(DType)
+    d.name = name
+    d.code = code
+    d.numpy_dtype = np.dtype(np_dtype)
+    d.itemsize = d.numpy_dtype.itemsize
+    d.is_floating_point = is_float
+    d.typenum = d.numpy_dtype.num
+    return d
+
+
+cdef DType bool_ = _make_dtype("bool_", DT_BOOL, np.bool_, False)
+cdef DType int32 = _make_dtype("int32", DT_INT32, np.int32, False)
+cdef DType int64 = _make_dtype("int64", DT_INT64, np.int64, False)
+cdef DType float16 = _make_dtype("float16", DT_FLOAT16, np.float16, True)
+cdef DType float32 = _make_dtype("float32", DT_FLOAT32, np.float32, True)
+cdef DType float64 = _make_dtype("float64", DT_FLOAT64, np.float64, True)
+
+cdef tuple _DTYPES = (bool_, int32, int64, float16, float32, float64)   # indexed by code
+_DTYPE_NAMES = {d.name: d for d in _DTYPES}
+_DTYPE_NAMES["bool"] = bool_
+
+# NumPy type number -> DType (None where lucid has no such dtype).
+cdef list _DT_BY_TYPENUM = [None] * 32
+for _d in _DTYPES:
+    _DT_BY_TYPENUM[(<DType>_d).typenum] = _d
+_DT_BY_TYPENUM[np.dtype(np.longlong).num] = int64 if np.dtype(np.longlong).itemsize == 8 else None
+_DT_BY_TYPENUM[np.dtype(np.intc).num] = int32
+
+
+def _dtype_by_name(str name):
+    return _DTYPE_NAMES[name]
+
+
+cdef DType dtype_of_code(int code):
+    return <DType>_DTYPES[code]
+
+
+cdef DType _dtype_of_array(cnp.ndarray a):
+    """The lucid dtype of an ndarray, or a clear error."""
+    cdef int num = cnp.PyArray_TYPE(a)
+    cdef object d = _DT_BY_TYPENUM[num] if 0 <= num < 32 else None
+    if d is None or not cnp.PyArray_ISNOTSWAPPED(a):
+        raise UnsupportedDTypeError(
+            f"lucid does not support NumPy dtype {a.dtype!r}; supported: "
+            "float16, float32, float64, int32, int64, bool "
+            "(convert with .astype(...) first)")
+    return <DType>d
+
+
+cpdef DType as_dtype(object obj):
+    """Resolve a dtype argument: a lucid dtype, a NumPy dtype or type, a name, or float/int/bool."""
+    if isinstance(obj, DType):
+        return <DType>obj
+    if obj is float:
+        return float64
+    if obj is int:
+        return int64
+    if obj is bool:
+        return bool_
+    if isinstance(obj, str):
+        key = obj[6:] if obj.startswith("lucid.") else obj
+        if key in _DTYPE_NAMES:
+            return _DTYPE_NAMES[key]
+    try:
+        npd = np.dtype(obj)
+    except TypeError:
+        npd = None
+    if npd is not None and npd.isnative and npd.num < 32 and _DT_BY_TYPENUM[npd.num] is not None:
+        return <DType>_DT_BY_TYPENUM[npd.num]
+    raise UnsupportedDTypeError(
+        f"unsupported dtype {obj!r}; lucid supports float16, float32, float64, "
+        "int32, int64 and bool_")
+
+
+# Type promotion, as PyTorch: bool < integers < floating, within a kind the wider wins;
+# int32 with float16 -> float16 (the floating kind wins).
+cdef int _promote2(int a, int b) noexcept:
+    if a == b:
+        return a
+    if a > b:
+        a, b = b, a
+    # now a < b in code order: bool, int32, int64, float16, float32, float64
+    return b
+
+
+class LucidError(RuntimeError):
+    """Base class of lucid's own errors (a RuntimeError, as PyTorch raises)."""
+
+
+class ShapeError(LucidError, ValueError):
+    """Shapes that do not broadcast or do not match (also a ValueError)."""
+
+
+class UnsupportedDTypeError(LucidError, TypeError):
+    """A dtype lucid cannot store or an op cannot take (also a TypeError)."""
+
+
+# Tensor: an ndarray (CPU storage) plus dtype, autograd metadata and a version
+# counter shared with its views.
+
+cdef class Device:
+    """Where a tensor lives. Only ``cpu`` exists until the MLX backend lands."""
+
+    def __repr__(self):
+        return f"device(type='{self.type}')"
+
+    def __str__(self):
+        return self.type
+
+    def __eq__(self, other):
+        if isinstance(other, Device):
+            return self.type == (<Device>other).type
+        if isinstance(other, str):
+            return self.type == other
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(self.type)
+
+    def __reduce__(self):
+        return (device, (self.type,))
+
+
+cdef Device _CPU = Device.__new__(Device)
+_CPU.type = "cpu"
+
+
+cpdef Device device(object spec="cpu"):
+    """``lucid.device("cpu")``."""
+    if isinstance(spec, Device):
+        return <Device>spec
+    if isinstance(spec, str) and spec == "cpu":
+        return _CPU
+    if isinstance(spec, str) and spec.split(":")[0] in ("gpu", "cuda", "mps", "mlx"):
+        raise LucidError(
+            f"device {spec!r} is not available: lucid's GPU (MLX) backend is not built yet; "
+            "use device='cpu'")
+    raise ValueError(f"unknown device {spec!r}; expected 'cpu'")
+
+
+cdef class _VersionCounter:
+    """Shared by a tensor and its views; every in-place op bumps it."""
+
+
+cdef class Tensor:
+    """An n-dimensional array with reverse-mode autograd.
+
+    Create one with :func:`lucid.tensor`, :func:`lucid.from_numpy` or a creation
+    function (``lucid.zeros``, ...). On the CPU the storage is a NumPy ndarray,
+    shared without copies with ``from_numpy`` / ``numpy()`` / ``np.asarray``.
+    """
+    # _vc is created lazily: most tensors are never saved or mutated.
+
+    # NumPy defers binary operators with a Tensor on the right to Tensor.__radd__ etc.
+    __array_priority__ = 1000
+
+    def __init__(self, data, dtype=None, device="cpu", requires_grad=False):
+        cdef Tensor t = tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+        self._data = t._data
+        self._dtype = t._dtype
+        self._requires_grad = t._requires_grad
+
+    # -- metadata ----------------------------------------------------------
+    @property
+    def shape(self):
+        return _shp(self._data)
+
+    @property
+    def ndim(self):
+        return cnp.PyArray_NDIM(self._data)
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def device(self):
+        return _CPU
+
+    @property
+    def is_cuda(self):
+        return False
+
+    def size(self, dim=None):
+        if dim is None:
+            return _shp(self._data)
+        return _shp(self._data)[_norm_dim(dim, cnp.PyArray_NDIM(self._data))]
+
+    def dim(self):
+        return cnp.PyArray_NDIM(self._data)
+
+    def numel(self):
+        return cnp.PyArray_SIZE(self._data)
+
+    def element_size(self):
+        return self._dtype.itemsize
+
+    def is_floating_point(self):
+        return self._dtype.is_floating_point
+
+    def is_contiguous(self):
+        return bool(cnp.PyArray_IS_C_CONTIGUOUS(self._data))
+
+    @property
+    def _version(self):
+        return 0 if self._vc is None else self._vc.value
+
+    # -- autograd metadata ---------------------------------------------------
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        self._set_requires_grad(bool(value))
+
+    cdef _set_requires_grad(self, bint value):
+        if self._grad_fn is not None:
+            if value:
+                return
+            raise LucidError(
+                "you can only change requires_grad flags of leaf tensors; use "
+                "detach() to get a tensor that does not require grad")
+        if value and not self._dtype.is_floating_point:
+            raise UnsupportedDTypeError(
+                f"only tensors of floating point dtype can require gradients, got {self._dtype}")
+        self._requires_grad = value
+
+    def requires_grad_(self, requires_grad=True):
+        self._set_requires_grad(bool(requires_grad))
+        return self
+
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is None:
+            self._grad = None
+            return
+        if not isinstance(value, Tensor):
+            raise TypeError(f"assigned grad must be a Tensor or None, got {type(value).__name__}")
+        if _shp((<Tensor>value)._data) != _shp(self._data):
+            raise ShapeError(
+                f"assigned grad has shape {_shp((<Tensor>value)._data)}, "
+                f"but the tensor has shape {_shp(self._data)}")
+        if (<Tensor>value)._dtype is not self._dtype:
+            raise UnsupportedDTypeError(
+                f"assigned grad has dtype {(<Tensor>value)._dtype}, "
+                f"but the tensor has dtype {self._dtype}")
+        self._grad = value
+
+    @property
+    def grad_fn(self):
+        return self._grad_fn
+
+    @property
+    def is_leaf(self):
+        return self._grad_fn is None
+
+    @property
+    def output_nr(self):
+        return self._output_nr
+
+    def detach(self):
+        """A tensor sharing this one's memory and version counter, outside the graph."""
+        cdef Tensor t = _wrap(self._data, self._dtype)
+        t._vc = self._get_vc()
+        return t
+
+    def detach_(self):
+        self._grad_fn = None
+        self._requires_grad = False
+        return self
+
+    @property
+    def data(self):
+        """This tensor's values, outside the graph (shares memory)."""
+        return _wrap(self._data, self._dtype)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate d(self)/d(leaf) into the ``.grad`` of every leaf that requires grad."""
+        _backward((self,), (gradient,), retain_graph, create_graph)
+
+    # -- conversion ------------------------------------------------------------
+    def numpy(self, *, force=False):
+        """An ndarray sharing memory with this tensor (raises if it requires grad)."""
+        if self._requires_grad and not force:
+            raise LucidError(
+                "Can't call numpy() on a tensor that requires grad. "
+                "Use tensor.detach().numpy() instead.")
+        return self._data.view()
+
+    def __array__(self, dtype=None, copy=None):
+        if self._requires_grad:
+            raise LucidError(
+                "Can't convert a tensor that requires grad to a NumPy array. "
+                "Use tensor.detach().numpy() instead.")
+        if copy:
+            return np.array(self._data, dtype=dtype, copy=True)
+        if dtype is not None and np.dtype(dtype) != self._data.dtype:
+            if copy is False:
+                raise ValueError("a copy is needed to convert to the requested dtype")
+            return self._data.astype(dtype)
+        return self._data.view()
+
+    def item(self):
+        if cnp.PyArray_SIZE(self._data) != 1:
+            raise LucidError(
+                f"a Tensor with {cnp.PyArray_SIZE(self._data)} elements cannot be "
+                "converted to a Python scalar")
+        return self._data.item()
+
+    def tolist(self):
+        return self._data.tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self._dtype.is_floating_point or self._dtype is bool_:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __bool__(self):
+        if cnp.PyArray_SIZE(self._data) != 1:
+            raise LucidError(
+                f"the truth value of a tensor with {cnp.PyArray_SIZE(self._data)} elements "
+                "is ambiguous")
+        return bool(self._data.item())
+
+    def __len__(self):
+        if cnp.PyArray_NDIM(self._data) == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return _shp(self._data)[0]
+
+    def __iter__(self):
+        if cnp.PyArray_NDIM(self._data) == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(_shp(self._data)[0]))
+
+    # Elementwise __eq__ makes tensors unhashable by default; hash by identity as PyTorch.
+    def __hash__(self):
+        return id(self)
+
+    def __reduce__(self):
+        if self._requires_grad and self._grad_fn is not None:
+            raise LucidError("cannot pickle a non-leaf tensor that requires grad; detach() it first")
+        return (_rebuild, (self._data.copy(), self._dtype.name, self._requires_grad))
+
+    def __repr__(self):
+        body = np.array2string(self._data, separator=", ", prefix="tensor(",
+                               max_line_width=80, threshold=1000)
+        extras = []
+        if self._dtype is not float32 and self._dtype is not int64 and self._dtype is not bool_:
+            extras.append(f"dtype={self._dtype}")
+        elif cnp.PyArray_SIZE(self._data) == 0:
+            extras.append(f"size={_shp(self._data)}")
+        if self._grad_fn is not None:
+            extras.append(f"grad_fn=<{type(self._grad_fn).__name__}>")
+        elif self._requires_grad:
+            extras.append("requires_grad=True")
+        if extras:
+            return f"tensor({body}, {', '.join(extras)})"
+        return f"tensor({body})"
+
+    # -- internals ---------------------------------------------------------------
+    cdef _VersionCounter _get_vc(self):
+        if self._vc is None:
+            self._vc = _VersionCounter.__new__(_VersionCounter)
+        return self._vc
+
+    cdef void _bump(self):
+        if self._vc is None:
+            self._vc = _VersionCounter.__new__(_VersionCounter)
+        self._vc.value += 1
+
+    # -- copies and dtype casts --------------------------------------------------
+    def contiguous(self):
+        if cnp.PyArray_IS_C_CONTIGUOUS(self._data):
+            return self
+        return clone(self)
+
+    def to(self, dtype=None, device=None, copy=False):
+        if device is not None:
+            _check_device(device)
+        if dtype is None:
+            return clone(self) if copy else self
+        return to_dtype(self, as_dtype(dtype), copy)
+
+    def float(self):
+        return to_dtype(self, float32, False)
+
+    def double(self):
+        return to_dtype(self, float64, False)
+
+    def half(self):
+        return to_dtype(self, float16, False)
+
+    def long(self):
+        return to_dtype(self, int64, False)
+
+    def int(self):
+        return to_dtype(self, int32, False)
+
+    def bool(self):
+        return to_dtype(self, bool_, False)
+
+    def cpu(self):
+        return self
+
+    # -- operators: the functions are the op families' (see export) ---------------
+    # Named methods (x.exp(), x.sum(), x.reshape(), ...) are installed by export()
+    # from the families' rows; only the operator slots, which a static type must
+    # define in its body, are here.
+    def __neg__(self):
+        return ops.neg(self)
+
+    def __pos__(self):
+        return self
+
+    def __add__(self, other):
+        return ops.add(self, other)
+
+    def __radd__(self, other):
+        return ops.add(other, self)
+
+    def __sub__(self, other):
+        return ops.sub(self, other)
+
+    def __rsub__(self, other):
+        return ops.sub(other, self)
+
+    def __mul__(self, other):
+        return ops.mul(self, other)
+
+    def __rmul__(self, other):
+        return ops.mul(other, self)
+
+    def __truediv__(self, other):
+        return ops.div(self, other)
+
+    def __rtruediv__(self, other):
+        return ops.div(other, self)
+
+    def __pow__(self, other, modulo):
+        if modulo is not None:
+            return NotImplemented
+        return ops.pow(self, other)
+
+    def __rpow__(self, other, modulo):
+        if modulo is not None:
+            return NotImplemented
+        return ops.pow(other, self)
+
+    def __mod__(self, other):
+        return ops.remainder(self, other)
+
+    def __rmod__(self, other):
+        return ops.remainder(other, self)
+
+    def __iadd__(self, other):
+        return ops.add_(self, other)
+
+    def __isub__(self, other):
+        return ops.sub_(self, other)
+
+    def __imul__(self, other):
+        return ops.mul_(self, other)
+
+    def __itruediv__(self, other):
+        return ops.div_(self, other)
+
+    def __abs__(self):
+        return ops.abs(self)
+
+    def __invert__(self):
+        return ops.logical_not(self) if self._dtype is bool_ else ops.bitwise_not(self)
+
+    def __eq__(self, other):
+        return ops.eq(self, other)
+
+    def __ne__(self, other):
+        return ops.ne(self, other)
+
+    def __lt__(self, other):
+        return ops.lt(self, other)
+
+    def __le__(self, other):
+        return ops.le(self, other)
+
+    def __gt__(self, other):
+        return ops.gt(self, other)
+
+    def __ge__(self, other):
+        return ops.ge(self, other)
+
+    def __and__(self, other):
+        return ops.logical_and(self, other)
+
+    def __or__(self, other):
+        return ops.logical_or(self, other)
+
+    def __xor__(self, other):
+        return ops.logical_xor(self, other)
+
+    def __getitem__(self, index):
+        return ops._getitem(self, index)
+
+    def __setitem__(self, index, value):
+        ops._setitem(self, index, value)
+
+    def __matmul__(self, other):
+        return ops.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return ops.matmul(other, self)
+
+    @property
+    def T(self):
+        return ops._reverse_dims(self)
+
+
+def _rebuild(data, dtype_name, requires_grad):
+    cdef Tensor t = _wrap(data, _DTYPE_NAMES[dtype_name])
+    t._requires_grad = requires_grad
+    return t
+
+
+cdef int _norm_dim(object dim, int ndim) except? -1:
+    cdef int d
+    try:
+        d = dim.__index__()
+    except AttributeError:
+        raise TypeError(f"dim must be an int, got {type(dim).__name__}") from None
+    cdef int lo = -ndim if ndim > 0 else -1
+    cdef int hi = ndim - 1 if ndim > 0 else 0
+    if d < lo or d > hi:
+        raise IndexError(
+            f"dimension out of range (expected to be in range of [{lo}, {hi}], but got {d})")
+    return d + ndim if d < 0 else (d if ndim > 0 else 0)
+
+
+cdef tuple _size_args(tuple args):
+    """``zeros(2, 3)`` and ``zeros((2, 3))`` both mean the shape (2, 3)."""
+    if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+        args = tuple(args[0])
+    for s in args:
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool):
+            raise TypeError(f"sizes must be integers, got {s!r}")
+        if s < -1:
+            raise ValueError(f"negative dimension {s}")
+    return tuple(int(s) for s in args)
+
+
+# -- construction from Python data --------------------------------------------
+
+cdef object _NUMERIC_KINDS = frozenset("biuf")
+
+
+cdef cnp.ndarray _array_from_data(object data, DType dt):
+    """Python scalars / nested lists / ndarrays -> a new ndarray of a lucid dtype."""
+    cdef cnp.ndarray a
+    if isinstance(data, Tensor):
+        a = (<Tensor>data)._data
+        return a.astype(dt.numpy_dtype if dt is not None else a.dtype, copy=True)
+    if isinstance(data, (str, bytes)) or data is None:
+        raise TypeError(f"lucid.tensor() needs numeric data, got {type(data).__name__}")
+    if isinstance(data, (list, tuple)) and _contains_tensor(data):
+        data = _tensors_to_nested(data)
+    try:
+        a = np.array(data, copy=True)
+    except (ValueError, TypeError) as e:
+        raise ShapeError(f"could not build a tensor from this data: {e}") from None
+    if a.dtype.kind not in _NUMERIC_KINDS:
+        if a.dtype.kind == "c":
+            raise UnsupportedDTypeError("lucid does not support complex numbers")
+        raise TypeError(
+            f"lucid.tensor() needs numeric data (bool, int or float), got elements of "
+            f"NumPy kind {a.dtype.kind!r} ({a.dtype})")
+    if a.dtype.kind == "u" and a.dtype.itemsize == 8 and a.size and a.max() > 0x7FFFFFFFFFFFFFFF:
+        raise UnsupportedDTypeError(
+            f"uint64 value {a.max()} does not fit in lucid's largest integer dtype, int64")
+    if dt is None:
+        if isinstance(data, np.ndarray) or isinstance(data, np.generic):
+            if a.dtype.kind == "u" or a.dtype.kind == "i" and a.dtype.itemsize < 4:
+                dt = int64
+            else:
+                dt = _dtype_of_array(a)
+        elif a.dtype.kind == "f":
+            dt = float32
+        elif a.dtype.kind == "b":
+            dt = bool_
+        else:
+            dt = int64
+    if a.dtype != dt.numpy_dtype:
+        a = a.astype(dt.numpy_dtype)
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    return a
+
+
+cdef bint _contains_tensor(object seq):
+    for item in seq:
+        if isinstance(item, Tensor):
+            return True
+        if isinstance(item, (list, tuple)) and _contains_tensor(item):
+            return True
+    return False
+
+
+cdef object _tensors_to_nested(object seq):
+    out = []
+    for item in seq:
+        if isinstance(item, Tensor):
+            out.append((<Tensor>item)._data)
+        elif isinstance(item, (list, tuple)):
+            out.append(_tensors_to_nested(item))
+        else:
+            out.append(item)
+    return out
+
+
+def tensor(data, dtype=None, device="cpu", requires_grad=False):
+    """A new tensor holding a copy of ``data``.
+
+    ``data``: a Python scalar, (nested) list or tuple, NumPy array or tensor.
+    The dtype defaults to float32 for float data, int64 for int data, bool for
+    bool data; a NumPy array keeps its dtype.
+    """
+    _check_device(device)
+    cdef DType dt = as_dtype(dtype) if dtype is not None else None
+    cdef Tensor t = _wrap(_array_from_data(data, dt), None)
+    t._dtype = _dtype_of_array(t._data)
+    if requires_grad:
+        t._set_requires_grad(True)
+    return t
+
+
+def from_numpy(cnp.ndarray a not None):
+    """A tensor sharing memory with the ndarray ``a`` (no copy)."""
+    cdef Tensor t = _wrap(a, _dtype_of_array(a))
+    return t
+
+
+cdef void _check_device(object dev) except *:
+    if dev is not None and not (isinstance(dev, str) and dev == "cpu") and dev is not _CPU:
+        device(dev)
+
+
+cdef Tensor _as_tensor(object x):
+    """Tensors pass through; numbers, lists and ndarrays become (copied) tensors."""
+    if isinstance(x, Tensor):
+        return <Tensor>x
+    if isinstance(x, (bool, int, float, list, tuple, np.ndarray, np.generic)):
+        return tensor(x)
+    raise TypeError(f"expected a lucid Tensor (or numeric data), got {type(x).__name__}")
+
+
+# Autograd: backward nodes, saved tensors, and the engine.
+#
+# Ownership, so that a graph is freed by reference counting alone:
+#   output tensor --grad_fn--> node --next_functions--> earlier nodes --> AccumulateGrad --> leaf
+#   node --saved input--> input tensor (never its own output)
+# A node that needs its output (ExpBackward) saves only the output's storage and
+# version counter, and rebuilds a tensor pointing back at itself when graph-mode
+# backward asks for it. No edge ever points from a node to its outputs.
+
+
+cdef class Node:
+    """A backward node: one per recorded op application.
+
+    ``next_functions`` holds one ``(node, input_nr)`` edge per input (``(None, 0)``
+    for inputs that need no gradient). ``grad_formula(g)`` is the eager backward
+    (raw kernels, records nothing); ``grad_formula_impl(...)`` is the same formula
+    written with lucid ops, used when ``create_graph=True``.
+
+    A node states its math once, in ``_graph`` (the formula in lucid ops). The eager
+    backward runs that same formula on the gradient's array, with grad mode off, unless
+    the node has a fused kernel (unary and binary rows that name one override ``_eager``).
+    """
+
+    @property
+    def next_functions(self):
+        return self._next
+
+    def name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        return f"<{type(self).__name__} object at {id(self):#x}>"
+
+    @property
+    def saved_tensors(self):
+        """The tensors this node keeps for its backward (unpacked)."""
+        cdef SavedTensor s
+        cdef list out = []
+        for s in self._saved_list():
+            out.append(s.unpack(self))
+        return tuple(out)
+
+    cdef list _saved_list(self):
+        return []
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        cdef tuple res = self._graph(_wrap(g, _dtype_of_array(g)))
+        return tuple(None if r is None else (<Tensor>r)._data if isinstance(r, Tensor)
+                     else _as_ndarray(r) for r in res)
+
+    cdef tuple _graph(self, Tensor g):
+        """grad_formula_impl(g, *saved tensors), as a tuple with one entry per input."""
+        cdef SavedTensor s
+        args = [s.unpack(self) for s in self._saved_list()]
+        r = self.grad_formula_impl(g, *args)
+        return r if type(r) is tuple else (r,)
+
+    cdef void _release(self):
+        cdef SavedTensor s
+        self._released = True
+        for s in self._saved_list():
+            s.release()
+
+    cdef void _setup(self, OpSchema s, tuple inputs, Tensor out, object params) except *:
+        """Called by record(): keep what the formula needs (nothing by default)."""
+
+    def grad_formula(self, g):
+        """Eager backward: the gradient w.r.t. each input, given the output's gradient ``g``."""
+        cdef Tensor tg = _as_tensor(g)
+        res = self._eager(_contig(tg._data))
+        out = tuple(None if r is None else _wrap(_as_ndarray(r), _dtype_of_array(_as_ndarray(r)))
+                    for r in res)
+        return out[0] if len(out) == 1 else out
+
+
+cdef cnp.ndarray _contig(cnp.ndarray a):
+    if cnp.PyArray_IS_C_CONTIGUOUS(a):
+        return a
+    return np.ascontiguousarray(a)
+
+
+cdef class SavedTensor:
+    """A tensor kept for backward, with the version it had when saved. A saved input
+    keeps the tensor itself (_tensor); a saved output only its storage (_data), so
+    that no reference cycle runs through the node that produced it."""
+
+    cdef void _check(self, Node owner) except *:
+        if self._released:
+            raise LucidError(
+                f"Trying to backward through {type(owner).__name__} a second time (or to access "
+                "its saved tensors after they were freed). Saved values are freed when you call "
+                ".backward() or lucid.autograd.grad(); pass retain_graph=True to backward "
+                "through the graph again.")
+        if self._vc.value != self._version:
+            data = self._data if self._is_output else self._tensor._data
+            raise LucidError(
+                "one of the tensors needed for gradient computation has been modified by an "
+                f"in-place operation: [{self._dtype} {list((<object>data).shape)}], saved by "
+                f"{type(owner).__name__}, is at version {self._vc.value}; expected version "
+                f"{self._version} instead.")
+
+    cdef cnp.ndarray data(self, Node owner):
+        self._check(owner)
+        return self._data if self._is_output else self._tensor._data
+
+    cdef Tensor unpack(self, Node owner):
+        self._check(owner)
+        if not self._is_output:
+            return self._tensor
+        cdef Tensor t = _wrap(self._data, self._dtype)
+        t._vc = self._vc
+        t._grad_fn = owner
+        t._requires_grad = True
+        return t
+
+    cdef void release(self):
+        self._released = True
+        self._tensor = None
+        self._data = None
+
+
+cdef SavedTensor _save(Tensor t, bint is_output):
+    cdef SavedTensor s = SavedTensor.__new__(SavedTensor)
+    s._vc = t._get_vc()
+    s._version = s._vc.value
+    s._is_output = is_output
+    s._dtype = t._dtype
+    if is_output:
+        s._data = t._data
+    else:
+        s._tensor = t
+    return s
+
+
+cdef class AccumulateGrad(Node):
+    """The edge into a leaf: adds the incoming gradient to ``variable.grad``."""
+
+
+cdef tuple _NO_EDGE = (None, 0)
+
+
+cdef tuple _edge(Tensor t):
+    """The edge a new node uses to send gradient to ``t``."""
+    cdef AccumulateGrad acc
+    if t._grad_fn is not None:
+        return (t._grad_fn, t._output_nr)
+    if t._requires_grad:
+        acc = AccumulateGrad.__new__(AccumulateGrad)
+        acc.variable = t
+        acc._next = ()
+        return (acc, 0)
+    return _NO_EDGE
+
+
+cdef void _set_history(Tensor out, Node node) noexcept:
+    out._grad_fn = node
+    out._output_nr = 0
+    out._requires_grad = True
+
+
+cdef tuple _EMPTY = ()
+
+
+cdef Node _new_node(type cls):
+    """An instance of a Node subclass without running __init__."""
+    return <Node>(<PyTypeObject *>cls).tp_new(cls, <PyObject *>_EMPTY, NULL)
+
+
+# -- grad mode ------------------------------------------------------------------
+# The flag is a C thread-local in this module; other modules read it through
+# grad_enabled(), so there is exactly one per thread.
+
+cdef bint grad_enabled() noexcept nogil:
+    return lucid_grad_enabled
+
+
+def is_grad_enabled():
+    """Whether ops record backward nodes on this thread."""
+    return bool(lucid_grad_enabled)
+
+
+def _set_grad_enabled(bint mode):
+    global lucid_grad_enabled
+    cdef bint prev = lucid_grad_enabled
+    lucid_grad_enabled = mode
+    return prev
+
+
+# -- the engine -------------------------------------------------------------------
+
+cdef object _root_grad(Tensor t, object g, bint create_graph, Py_ssize_t i):
+    cdef Tensor tg
+    if g is None:
+        if cnp.PyArray_SIZE(t._data) != 1:
+            raise LucidError(
+                "grad can be implicitly created only for scalar outputs; pass gradient= "
+                f"(output {i} has shape {_shp(t._data)})")
+        arr = np.ones(_shp(t._data), dtype=t._dtype.numpy_dtype)
+        return _wrap(arr, t._dtype) if create_graph else arr
+    tg = _as_tensor(g)
+    if _shp(tg._data) != _shp(t._data):
+        raise ShapeError(
+            f"Mismatch in shape: grad_output[{i}] has a shape of {_shp(tg._data)} and "
+            f"output[{i}] has a shape of {_shp(t._data)}")
+    if tg._dtype is not t._dtype:
+        if not tg._dtype.is_floating_point:
+            raise UnsupportedDTypeError(
+                f"grad_output[{i}] has dtype {tg._dtype}; a floating point gradient is needed")
+        tg = to_dtype(tg, t._dtype, False) if create_graph else _wrap(
+            tg._data.astype(t._dtype.numpy_dtype), t._dtype)
+    return tg if create_graph else _contig(tg._data)
+
+
+cdef list _topo_order(list roots):
+    """Nodes reachable from ``roots``, each after every node that sends it gradient."""
+    cdef list post = []
+    cdef set seen = set()
+    cdef list stack
+    cdef Node node, child
+    cdef Py_ssize_t i
+    for r in roots:
+        if r is None or r in seen:
+            continue
+        seen.add(r)
+        stack = [[r, 0]]
+        while stack:
+            frame = stack[len(stack) - 1]
+            node = <Node>frame[0]
+            i = frame[1]
+            if node._next is not None and i < len(node._next):
+                frame[1] = i + 1
+                child = node._next[i][0]
+                if child is not None and child not in seen:
+                    seen.add(child)
+                    stack.append([child, 0])
+            else:
+                post.append(node)
+                stack.pop()
+    post.reverse()
+    return post
+
+
+cdef inline object _sum_grads(object a, object b, bint create_graph):
+    if create_graph:
+        return ops.add(a, b)
+    return _as_ndarray(np.add(a, b))
+
+
+cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint create_graph,
+                       tuple inputs, bint allow_unused):
+    """Reverse-mode sweep. ``inputs is None``: accumulate into leaves' ``.grad`` (backward);
+    otherwise return the gradients w.r.t. ``inputs`` and touch no ``.grad`` (autograd.grad)."""
+    cdef Tensor t
+    cdef Node node
+    cdef Py_ssize_t i
+    cdef bint capture = inputs is not None
+    cdef dict buffers = {}
+    cdef list roots = []
+    if len(grad_outputs) != len(outputs):
+        raise ValueError(f"got {len(grad_outputs)} gradients for {len(outputs)} outputs")
+    for i in range(len(outputs)):
+        if not isinstance(outputs[i], Tensor):
+            raise TypeError(f"outputs[{i}] is a {type(outputs[i]).__name__}, not a Tensor")
+        t = <Tensor>outputs[i]
+        if not t._requires_grad:
+            raise LucidError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn")
+        g = _root_grad(t, grad_outputs[i], create_graph, i)
+        edge = _edge(t)
+        roots.append(edge[0])
+        if edge[0] in buffers:
+            buffers[edge[0]] = _sum_grads(buffers[edge[0]], g, create_graph)
+        else:
+            buffers[edge[0]] = g
+
+    # What autograd.grad captures: leaves by identity (every AccumulateGrad of the
+    # leaf counts), non-leaves at their grad_fn.
+    cdef dict leaf_slot = {}
+    cdef dict node_slot = {}
+    cdef list captured = None
+    if capture:
+        captured = [None] * len(inputs)
+        for i in range(len(inputs)):
+            if not isinstance(inputs[i], Tensor):
+                raise TypeError(f"inputs[{i}] is a {type(inputs[i]).__name__}, not a Tensor")
+            t = <Tensor>inputs[i]
+            if not t._requires_grad:
+                raise LucidError(f"One of the differentiated Tensors (inputs[{i}]) does not require grad")
+            if t._grad_fn is None:
+                leaf_slot.setdefault(id(t), []).append(i)
+            else:
+                node_slot.setdefault(t._grad_fn, []).append(i)
+
+    cdef list order = _topo_order(roots)
+    cdef set needed = None
+    if capture:
+        # Run only nodes on a path to a captured input.
+        needed = set()
+        for node in reversed(order):
+            if (type(node) is AccumulateGrad and id((<AccumulateGrad>node).variable) in leaf_slot) \
+                    or node in node_slot:
+                needed.add(node)
+                continue
+            for e in node._next:
+                if e[0] is not None and e[0] in needed:
+                    needed.add(node)
+                    break
+
+    cdef int prev_mode = lucid_grad_enabled
+    global lucid_grad_enabled
+    lucid_grad_enabled = 1 if create_graph else 0
+    try:
+        for node in order:
+            g = buffers.pop(node, None)
+            if g is None:
+                continue
+            if capture:
+                if node in node_slot:
+                    for i in node_slot[node]:
+                        captured[i] = g if captured[i] is None else _sum_grads(captured[i], g, create_graph)
+                if node not in needed:
+                    continue
+            if type(node) is AccumulateGrad:
+                t = (<AccumulateGrad>node).variable
+                if capture:
+                    for i in leaf_slot.get(id(t), ()):
+                        captured[i] = g if captured[i] is None else _sum_grads(captured[i], g, create_graph)
+                else:
+                    _accumulate(t, g, create_graph)
+                continue
+            if node._released:
+                raise LucidError(
+                    f"Trying to backward through {type(node).__name__} a second time: its graph was "
+                    "freed by an earlier backward. Pass retain_graph=True to the first "
+                    ".backward() (or autograd.grad) to backward through the graph again.")
+            grads = node._graph(<Tensor>g) if create_graph else node._eager(<cnp.ndarray>g)
+            if not keep_graph:
+                node._release()
+            for i in range(len(node._next)):
+                child = node._next[i][0]
+                gi = grads[i]
+                if child is None or gi is None:
+                    continue
+                if not create_graph and type(gi) is not cnp.ndarray:
+                    gi = _as_ndarray(gi)       # NumPy hands back scalars from 0-d arithmetic
+                if capture and child not in needed and child not in node_slot:
+                    continue
+                if child in buffers:
+                    buffers[child] = _sum_grads(buffers[child], gi, create_graph)
+                else:
+                    buffers[child] = gi
+    finally:
+        lucid_grad_enabled = prev_mode
+
+    if not capture:
+        return None
+    cdef list result = []
+    for i in range(len(inputs)):
+        g = captured[i]
+        t = <Tensor>inputs[i]
+        if g is None:
+            if not allow_unused:
+                raise LucidError(
+                    f"One of the differentiated Tensors (inputs[{i}]) appears to not have been "
+                    "used in the graph. Set allow_unused=True if this is the desired behavior.")
+            result.append(None)
+        elif create_graph:
+            result.append(g)
+        else:
+            arr = <cnp.ndarray>g
+            if not cnp.PyArray_ISWRITEABLE(arr) or not cnp.PyArray_IS_C_CONTIGUOUS(arr):
+                arr = np.array(arr, copy=True)
+            if arr.dtype != t._dtype.numpy_dtype:
+                arr = arr.astype(t._dtype.numpy_dtype)
+            result.append(_wrap(arr, t._dtype))
+    return tuple(result)
+
+
+cdef void _accumulate(Tensor leaf, object g, bint create_graph) except *:
+    """Add a gradient into ``leaf.grad``: in place when nothing records, else out of place."""
+    cdef Tensor old = leaf._grad
+    cdef cnp.ndarray arr
+    if create_graph:
+        gt = <Tensor>g
+        if gt._dtype is not leaf._dtype:
+            gt = to_dtype(gt, leaf._dtype, False)
+        leaf._grad = gt if old is None else ops.add(old, gt)
+        return
+    arr = <cnp.ndarray>g
+    if old is None:
+        # The incoming array may be shared (AddBackward passes g to both inputs): copy.
+        leaf._grad = _wrap(np.array(arr, dtype=leaf._dtype.numpy_dtype, copy=True, order="C"),
+                           leaf._dtype)
+    elif old._requires_grad or not cnp.PyArray_ISWRITEABLE(old._data):
+        leaf._grad = _wrap(_as_ndarray(np.add(old._data, arr, dtype=leaf._dtype.numpy_dtype)),
+                           leaf._dtype)
+    else:
+        np.add(old._data, arr, out=old._data, casting="unsafe")
+        old._bump()
+
+
+def _backward(tuple tensors, tuple grad_tensors, retain_graph, bint create_graph):
+    keep = create_graph if retain_graph is None else bool(retain_graph)
+    _run_engine(tensors, grad_tensors, keep, create_graph, None, False)
+
+
+def _grad(tuple outputs, tuple inputs, tuple grad_outputs, retain_graph, bint create_graph,
+          bint allow_unused):
+    keep = create_graph if retain_graph is None else bool(retain_graph)
+    return _run_engine(outputs, grad_outputs, keep, create_graph, inputs, allow_unused)
+
+
+# -- op schemas and the dispatcher -----------------------------------------------
+
+class AmpPolicy(enum.Enum):
+    """How an op treats half-precision inputs.
+
+    Promote:   compute in the promoted dtype of the inputs (float16 stays float16;
+               the CPU computes internally in float32 and rounds once).
+    KeepInput: the output has the input's dtype (shape ops, reductions).
+    ForceFP32: float16 inputs are upcast to float32 (a recorded cast, so a float16
+               leaf still gets a float16 gradient); the result is float32.
+    """
+    Promote = "Promote"
+    KeepInput = "KeepInput"
+    ForceFP32 = "ForceFP32"
+
+
+cdef dict _AMP_CODES = {"Promote": AMP_PROMOTE, "KeepInput": AMP_KEEP_INPUT,
+                        "ForceFP32": AMP_FORCE_FP32}
+
+
+cdef class Kernel:
+    """One device's forward of an op, supplied by the op's family: ``run1`` for ops of
+    one tensor (x is the array after promotion and the AMP policy), ``run2`` for ops of
+    two operands (arrays or NumPy scalars, already in the result dtype ``dt``)."""
+
+    cdef object run1(self, cnp.ndarray x, object params):
+        raise NotImplementedError(type(self).__name__)
+
+    cdef object run2(self, object a, object b, DType dt, object params):
+        raise NotImplementedError(type(self).__name__)
+
+
+cdef class OpSchema:
+    """What the dispatcher and the autograd engine know about an op, and all they read:
+
+    name           the public name (``lucid.<name>``; ``lucid.ops.schema(name)``)
+    version        the node's schema version: the node class carries it as ``schema_v<version>``
+    amp_policy     Promote / KeepInput / ForceFP32, applied by the dispatcher
+    deterministic  False if the op has no bitwise-reproducible kernel; such ops raise
+                   while ``lucid.use_deterministic_algorithms(True)`` is on
+    arity          number of inputs that get a gradient edge (-1: a list of tensors)
+    saves_input    the backward reads the inputs
+    saves_output   the backward reads the output
+    node           the backward node class (None: the op is not differentiable)
+    int_rule       what integer inputs become: kept, cast to float32, or rejected
+    cpu            the CPU kernel (a family's Kernel), for ops the dispatcher runs
+    """
+
+    def __init__(self, str name, int version, amp_policy, bint deterministic=True, int arity=1,
+                 bint saves_input=False, bint saves_output=False, type node=None,
+                 int int_rule=INT_KEEP):
+        self.name = name
+        self.version = version
+        self.amp_policy = AmpPolicy(amp_policy)
+        self.amp = _AMP_CODES[self.amp_policy.value]
+        self.deterministic = deterministic
+        self.arity = arity
+        self.saves_input = saves_input
+        self.saves_output = saves_output
+        self.node = node
+        self.int_rule = int_rule
+
+    def __repr__(self):
+        return (f"OpSchema(name={self.name!r}, version={self.version}, "
+                f"amp_policy=AmpPolicy.{self.amp_policy.name}, deterministic={self.deterministic}, "
+                f"arity={self.arity}, saves_input={self.saves_input}, "
+                f"saves_output={self.saves_output})")
+
+    def _bind(self, type node):
+        """Attach the backward class (defined after its schema, which its body names)."""
+        self.node = node
+
+
+cdef dict _REGISTRY = {}
+
+
+cdef OpSchema _register(str name, str amp, int arity=1, bint saves_input=False,
+                        bint saves_output=False, bint deterministic=True, type node=None,
+                        int int_rule=INT_KEEP):
+    if name in _REGISTRY:
+        raise RuntimeError(f"op {name!r} registered twice")
+    cdef OpSchema s = OpSchema(name, 1, amp, deterministic, arity, saves_input, saves_output,
+                               node, int_rule)
+    _REGISTRY[name] = s
+    return s
+
+
+def register(str name, str amp, int arity=1, bint saves_input=False, bint saves_output=False,
+             bint deterministic=True, type node=None, int int_rule=INT_KEEP):
+    """Register an op's schema (from Python: the op tables and the generated code)."""
+    return _register(name, amp, arity, saves_input, saves_output, deterministic, node, int_rule)
+
+
+def schema(str name):
+    """The OpSchema registered under ``name``."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"no op named {name!r} is registered") from None
+
+
+def registry():
+    """A copy of the name -> OpSchema registry."""
+    return dict(_REGISTRY)
+
+
+cdef bint _deterministic_only = False
+
+
+def use_deterministic_algorithms(bint mode):
+    """Make ops without a bitwise-reproducible kernel raise instead of running."""
+    global _deterministic_only
+    _deterministic_only = mode
+
+
+def are_deterministic_algorithms_enabled():
+    return bool(_deterministic_only)
+
+
+cdef Tensor prepare(OpSchema s, object input):
+    """The dispatcher's common front for one tensor input: validate it, apply the
+    schema's integer rule and AMP policy. Returns the tensor the kernel computes on."""
+    cdef Tensor x = <Tensor>input if type(input) is Tensor else _as_tensor(input)
+    cdef int code = x._dtype.code
+    if _deterministic_only and not s.deterministic:
+        raise LucidError(f"{s.name} has no deterministic implementation, and "
+                         "lucid.use_deterministic_algorithms(True) is on")
+    if code < DT_FLOAT16:
+        if s.int_rule == INT_TO_FLOAT:
+            return _wrap(x._data.astype(np.float32), float32)   # integers never need grad
+        if s.int_rule == INT_REJECT:
+            raise UnsupportedDTypeError(f"{s.name}() needs a floating point input, got {x._dtype}")
+    elif code == DT_FLOAT16 and s.amp == AMP_FORCE_FP32:
+        return to_dtype(x, float32, False)
+    return x
+
+
+cdef Node record(OpSchema s, Tensor out, tuple inputs, object params):
+    """Attach the schema's backward node to ``out``: one edge per input (Tensors; any
+    other input, a Python scalar, gets no edge), then the node keeps what it needs."""
+    if s.arity >= 0 and len(inputs) != s.arity:
+        raise RuntimeError(f"{s.name}: {len(inputs)} inputs recorded, the schema has {s.arity}")
+    cdef Node node = _new_node(s.node)
+    node._next = tuple([_edge(<Tensor>t) if isinstance(t, Tensor) else _NO_EDGE for t in inputs])
+    node._setup(s, inputs, out, params)
+    _set_history(out, node)
+    return node
+
+
+cdef Tensor dispatch_unary(OpSchema s, object input, object params):
+    """Every op of one tensor whose family gives a run1 kernel: prepare, run, record."""
+    cdef Tensor x = prepare(s, input)
+    cdef cnp.ndarray r = _as_ndarray(s.cpu.run1(x._data, params))
+    cdef Tensor y = _wrap(r, x._dtype if cnp.PyArray_TYPE(r) == x._dtype.typenum
+                          else _dtype_of_array(r))
+    if lucid_grad_enabled and x._requires_grad and s.node is not None:
+        record(s, y, (x,), params)
+    return y
+
+
+cdef object dispatch_binary(OpSchema s, object a, object b, object params):
+    """Every op of two operands (tensors, or one Python/NumPy scalar): PyTorch's type
+    promotion, the integer rule, the kernel, and the node."""
+    cdef Tensor ta = None, tb = None
+    cdef object sa = None, sb = None
+    if type(a) is Tensor or isinstance(a, Tensor):
+        ta = <Tensor>a
+    elif _is_scalar(a):
+        sa = a.item() if isinstance(a, np.generic) else a
+    else:
+        ta = _as_tensor(a)
+    if type(b) is Tensor or isinstance(b, Tensor):
+        tb = <Tensor>b
+    elif _is_scalar(b):
+        sb = b.item() if isinstance(b, np.generic) else b
+    else:
+        tb = _as_tensor(b)
+    if ta is None and tb is None:
+        raise TypeError(f"{s.name}(): expected at least one Tensor operand")
+    if _deterministic_only and not s.deterministic:
+        raise LucidError(f"{s.name} has no deterministic implementation, and "
+                         "lucid.use_deterministic_algorithms(True) is on")
+    cdef int code
+    if ta is not None and tb is not None and ta._dtype is tb._dtype:
+        code = ta._dtype.code          # one dtype: the result's, whatever the dims
+    else:
+        code = _result_code(ta, sa, tb, sb)
+    if code < DT_FLOAT16:
+        if s.int_rule == INT_TO_FLOAT:
+            code = DT_FLOAT32
+        elif s.int_rule == INT_REJECT:
+            raise UnsupportedDTypeError(f"{s.name}() needs floating point inputs")
+    elif code == DT_FLOAT16 and s.amp == AMP_FORCE_FP32:
+        code = DT_FLOAT32
+        if ta is not None and ta._dtype is float16:
+            ta = to_dtype(ta, float32, False)
+        if tb is not None and tb._dtype is float16:
+            tb = to_dtype(tb, float32, False)
+    cdef DType dt = <DType>_DTYPES[code]
+    try:
+        r = s.cpu.run2(_operand(ta, sa, dt), _operand(tb, sb, dt), dt, params)
+    except ValueError as e:
+        if "broadcast" in str(e):
+            raise _broadcast_error(ta, tb, e) from None
+        raise LucidError(str(e)) from None
+    cdef cnp.ndarray arr = _as_ndarray(r)
+    cdef Tensor out
+    if s.node is None:                 # comparisons and predicates: the kernel's dtype
+        return _wrap(arr, _dtype_of_array(arr))
+    if cnp.PyArray_TYPE(arr) != dt.typenum:
+        arr = arr.astype(dt.numpy_dtype)
+    out = _wrap(arr, dt)
+    if lucid_grad_enabled and ((ta is not None and ta._requires_grad) or
+                               (tb is not None and tb._requires_grad)):
+        record(s, out, (ta if ta is not None else sa, tb if tb is not None else sb), params)
+    return out
+
+
+# -- the public surface -------------------------------------------------------------
+# Every op function is published once, by its family, through export(): it lands in
+# ``ops`` (where core and the families call each other's ops at run time, so their
+# import order does not matter), in lucid / lucid.ops unless private, and as a Tensor
+# method when the row asks for one.
+
+ops = types.SimpleNamespace()
+cdef dict _EXPORTS = {}
+
+
+def export(fn, str name=None, *, method=None, bint public=True):
+    """Publish ``fn`` as ``ops.<name>`` (and ``lucid.<name>`` / ``lucid.ops.<name>`` when
+    public). ``method``: True installs it as ``Tensor.<name>`` too, a string under that
+    method name, a function installs that function (a method with its own signature)."""
+    if name is None:
+        name = fn.__name__
+    elif getattr(fn, "__name__", name) != name and public:
+        fn.__name__ = fn.__qualname__ = name   # _sum is lucid.sum
+    setattr(ops, name, fn)
+    if public:
+        _EXPORTS[name] = fn
+    if method is True:
+        _add_tensor_method(name, fn)
+    elif isinstance(method, str):
+        _add_tensor_method(method, fn)
+    elif method is not None and method is not False:
+        _add_tensor_method(name, method)
+    return fn
+
+
+def exported():
+    """name -> function of every public op, in registration order."""
+    return dict(_EXPORTS)
+
+
+# -- threads ---------------------------------------------------------------------
+# Arrays of at least _PAR_MIN elements are split into one contiguous piece per
+# thread (OpenMP). Each element is computed by the same vector code whichever
+# piece it lands in, so the result is bitwise the same for any thread count.
+# The threshold comes from bench/ (see the README): below it, waking a second
+# thread costs more than it saves.
+cdef Py_ssize_t _PAR_MIN = 1 << 15
+
+
+cdef int _default_threads() except -1:
+    env = os.environ.get("LUCID_NUM_THREADS", "").strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise ValueError(f"LUCID_NUM_THREADS must be a positive integer, got {env!r}")
+        return n
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+cdef int _num_threads = _default_threads()
+
+
+def set_num_threads(int n):
+    """Use ``n`` threads for large element-wise kernels (1 = no threading)."""
+    global _num_threads
+    if n < 1:
+        raise ValueError(f"number of threads must be >= 1, got {n}")
+    _num_threads = n
+
+
+def get_num_threads():
+    """The number of threads large element-wise kernels use."""
+    return _num_threads
+
+
+cdef int _threads_for(Py_ssize_t n) noexcept nogil:
+    if _num_threads <= 1 or n < _PAR_MIN:
+        return 1
+    return _num_threads
+
+
+cdef Py_ssize_t _piece_len(Py_ssize_t n, int nt) noexcept nogil:
+    """One thread's share of n elements, rounded up to a multiple of 64."""
+    return ((n + nt - 1) // nt + 63) // 64 * 64
+
+
+
+
+cdef cnp.ndarray _to_half(cnp.ndarray a):
+    """float32 -> float16; overflow to inf is the IEEE result, not a warning."""
+    with np.errstate(over="ignore"):
+        return a.astype(np.float16)
+
+
+
+
+cdef extern from "Python.h":
+    void PyType_Modified(PyTypeObject *)
+
+
+cdef void _add_tensor_method(str name, object fn) except *:
+    """Install a Tensor method. Tensor is a static type that Python code cannot set
+    attributes on; export() is the one caller."""
+    (<dict>(<PyTypeObject *>Tensor).tp_dict)[name] = fn
+    PyType_Modified(<PyTypeObject *>Tensor)
+
+
+# -- dtype casts and copies (recorded like any op) ----------------------------
+
+cdef OpSchema _TO_SCHEMA = _register("to", "KeepInput")
+cdef OpSchema _CLONE_SCHEMA = _register("clone", "KeepInput")
+
+
+cdef class ToBackward(Node):
+    """Backward of a dtype cast: cast the gradient back to the source dtype."""
+    schema_v1 = _TO_SCHEMA
+    cdef DType _src
+
+    def grad_formula_impl(self, g):
+        return to_dtype(g, self._src, False)
+
+
+cdef Tensor to_dtype(Tensor x, DType dt, bint copy):
+    """``x`` converted to ``dt`` (differentiable between floating dtypes)."""
+    if x._dtype is dt and not copy:
+        return x
+    cdef Tensor y = _wrap(_to_half(x._data) if dt is float16 else x._data.astype(dt.numpy_dtype), dt)
+    cdef ToBackward node
+    if lucid_grad_enabled and x._requires_grad and dt.is_floating_point:
+        node = ToBackward.__new__(ToBackward)
+        node._src = x._dtype
+        node._next = (_edge(x),)
+        _set_history(y, node)
+    return y
+
+
+cdef class CloneBackward(Node):
+    """Backward of clone: the gradient passes through unchanged."""
+    schema_v1 = _CLONE_SCHEMA
+
+    def grad_formula_impl(self, g):
+        return g
+
+
+def clone(input):
+    """A copy of ``input`` with its own memory (differentiable)."""
+    cdef Tensor x = _as_tensor(input)
+    cdef Tensor y = _wrap(np.array(x._data, copy=True, order="C"), x._dtype)
+    cdef CloneBackward node
+    if lucid_grad_enabled and x._requires_grad:
+        node = CloneBackward.__new__(CloneBackward)
+        node._next = (_edge(x),)
+        _set_history(y, node)
+    return y
+
+
+cdef bint _is_scalar(object v):
+    return isinstance(v, (int, float)) or (
+        isinstance(v, np.generic) and (<object>v).dtype.kind in "biuf")
+
+
+cdef int _scalar_code(object v):
+    if isinstance(v, (bool, np.bool_)):
+        return DT_BOOL
+    if isinstance(v, (int, np.integer)):
+        return DT_INT64
+    return DT_FLOAT32      # Python floats take the default float dtype, as in PyTorch
+
+
+cdef inline int _combine(int higher, int lower):
+    if higher < 0:
+        return lower
+    if lower < 0:
+        return higher
+    if _is_float_code(higher):
+        return higher
+    if higher == DT_BOOL or _is_float_code(lower):
+        return _promote2(higher, lower)
+    return higher
+
+
+cdef int _result_code(Tensor ta, object sa, Tensor tb, object sb) except -1:
+    """PyTorch's result_type: tensors with dims outrank 0-d tensors, which outrank
+    Python scalars, unless a lower category brings a higher kind (int -> float)."""
+    cdef int dim_res = -1, zero_res = -1, wrapped = -1
+    for t, s in ((ta, sa), (tb, sb)):
+        if t is not None:
+            if cnp.PyArray_NDIM((<Tensor>t)._data) > 0:
+                dim_res = _promote2(dim_res, (<Tensor>t)._dtype.code) if dim_res >= 0 else (<Tensor>t)._dtype.code
+            else:
+                zero_res = _promote2(zero_res, (<Tensor>t)._dtype.code) if zero_res >= 0 else (<Tensor>t)._dtype.code
+        else:
+            c = _scalar_code(s)
+            wrapped = _promote2(wrapped, c) if wrapped >= 0 else c
+    return _combine(dim_res, _combine(zero_res, wrapped))
+
+
+cdef object _operand(Tensor t, object s, DType dt):
+    if t is None:
+        return dt.numpy_dtype.type(s)
+    if t._dtype is dt:
+        return t._data
+    return t._data.astype(dt.numpy_dtype)
+
+
+def _broadcast_error(Tensor ta, Tensor tb, e):
+    sa = _shp(ta._data) if ta is not None else ()
+    sb = _shp(tb._data) if tb is not None else ()
+    return ShapeError(f"shapes {sa} and {sb} do not broadcast: {e}")
+
+
+cdef cnp.ndarray _sum_to(cnp.ndarray g, tuple shape):
+    """Unbroadcast: sum a gradient of a broadcast result back to an input's ``shape``
+    (which may also have more leading 1s than ``g`` has dims)."""
+    if _shp(g) == shape:
+        return g
+    cdef int lead = cnp.PyArray_NDIM(g) - len(shape)
+    cdef object r = g
+    if lead < 0:
+        return _as_ndarray(g.reshape(shape))     # only leading 1s were missing
+    if lead > 0:
+        r = np.add.reduce(g, axis=tuple(range(lead)))
+    axes = tuple(i for i in range(len(shape)) if shape[i] == 1 and r.shape[i] != 1)
+    if axes:
+        r = np.add.reduce(r, axis=axes, keepdims=True)
+    return _as_ndarray(r)
+
+
+cdef Tensor _sum_to_t(Tensor g, tuple shape):
+    """``_sum_to`` in lucid ops, for graph-mode formulas."""
+    if _shp(g._data) == shape:
+        return g
+    cdef int lead = cnp.PyArray_NDIM(g._data) - len(shape)
+    cdef Tensor r = g
+    if lead < 0:
+        return ops.reshape(g, shape)
+    if lead > 0:
+        r = ops.sum(r, tuple(range(lead)))
+    axes = tuple(i for i in range(len(shape)) if shape[i] == 1 and _shp(r._data)[i] != 1)
+    if axes:
+        r = ops.sum(r, axes, True)
+    return r
+
+
+cdef cnp.ndarray _store(object r, DType dt):
+    """A kernel's result as an ndarray of ``dt`` (overflow to inf is the IEEE result)."""
+    cdef cnp.ndarray a = _as_ndarray(r)
+    if cnp.PyArray_TYPE(a) != dt.typenum:
+        with np.errstate(over="ignore"):
+            a = a.astype(dt.numpy_dtype)
+    return a
+
+
+# -- view bookkeeping -------------------------------------------------------------
+
+cdef dict _AUTOGRAD_VIEWS = {}   # id(version counter) -> {id(weakref): weakref(view with history)}
+
+
+def _forget_view(ref, key):
+    d = _AUTOGRAD_VIEWS.get(key)
+    if d is not None:
+        d.pop(id(ref), None)
+        if not d:
+            del _AUTOGRAD_VIEWS[key]
+
+
+cdef Tensor _view(Tensor x, object arr):
+    """A tensor around ``arr`` (a view of x's storage) sharing x's version counter."""
+    cdef Tensor y = _wrap(<cnp.ndarray>arr, x._dtype)
+    y._vc = x._get_vc()
+    return y
+
+
+cdef void _record_view(Tensor y, Node node) except *:
+    """Give a view its history and remember it, so a later write to its memory can
+    invalidate that history."""
+    _set_history(y, node)
+    key = id(y._vc)
+    d = _AUTOGRAD_VIEWS.get(key)
+    if d is None:
+        d = {}
+        _AUTOGRAD_VIEWS[key] = d
+    r = weakref.ref(y, functools.partial(_forget_view, key=key))
+    d[id(r)] = r
+
+
+cdef class ViewModifiedBackward(Node):
+    """grad_fn of a view whose memory was overwritten through another tensor after the
+    view was taken: autograd can't express that, so backward through it raises."""
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        raise LucidError(_VIEW_MODIFIED_MSG)
+
+    cdef tuple _graph(self, Tensor g):
+        raise LucidError(_VIEW_MODIFIED_MSG)
+
+
+_VIEW_MODIFIED_MSG = (
+    "a view (e.g. x[0], x.T, x.squeeze()) was used after its memory was modified in place "
+    "through another tensor sharing it (e.g. x[0] = ...); lucid can't compute this gradient. "
+    "clone() the view before modifying its base, or modify it before taking the view.")
+
+
+cdef bint _overlaps(object a, object b):
+    try:
+        return bool(np.shares_memory(a, b, max_work=2000))
+    except Exception:          # TooHardError: assume they overlap
+        return True
+
+
+cdef void _invalidate_views(Tensor t, object region) except *:
+    """``region`` (an ndarray inside t's storage) was just overwritten: views of it taken
+    earlier with autograd history are now stale."""
+    cdef Tensor w
+    cdef ViewModifiedBackward node
+    if t._vc is None or not _AUTOGRAD_VIEWS:
+        return
+    d = _AUTOGRAD_VIEWS.get(id(t._vc))
+    if not d:
+        return
+    for r in list(d.values()):
+        o = r()
+        if o is None or o is t:
+            continue
+        w = <Tensor>o
+        if w._grad_fn is None or type(w._grad_fn) is ViewModifiedBackward:
+            continue
+        if _overlaps(w._data, region):
+            node = ViewModifiedBackward.__new__(ViewModifiedBackward)
+            node._next = ()
+            w._grad_fn = node
+            w._output_nr = 0
+
+
+def _autograd_view_count():
+    """How many views with autograd history are alive (for tests: the registry must not leak)."""
+    return builtins.sum(len(d) for d in _AUTOGRAD_VIEWS.values())
+
+
+def _views_modified(Tensor t):
+    """Hook for in-place ops: t's whole storage was overwritten."""
+    _invalidate_views(t, t._data)
+
+
+cdef dict _VIEW_NODES = {ViewModifiedBackward: None}
+
+
+def _mark_view_node(type cls, check=None):
+    """Declare a node class as the backward of a view op (its output shares memory with
+    its input); ``check(node, tensor)``, if given, tells whether a given output is a view."""
+    _VIEW_NODES[cls] = check
+
+
+cdef bint _is_view(Tensor t):
+    """Does t share memory with another tensor through a view op?"""
+    node = t._grad_fn
+    if node is None:
+        return (<object>t._data).base is not None
+    if type(node) not in _VIEW_NODES:
+        return False
+    check = _VIEW_NODES[type(node)]
+    return check is None or bool(check(node, t))
+
+
+
+
+cdef tuple _norm_dims(object dim, int ndim):
+    """``dim`` (None, int or sequence of ints) -> sorted tuple of distinct axes (None = all)."""
+    if dim is None:
+        return None
+    if isinstance(dim, (list, tuple)):
+        if len(dim) == 0:
+            return None            # as PyTorch: an empty dim list reduces everything
+        axes = sorted(_norm_dim(d, ndim) for d in dim)
+        for i in range(1, len(axes)):
+            if axes[i] == axes[i - 1]:
+                raise ValueError(f"dim {axes[i]} appears multiple times in the list of dims")
+        return tuple(axes) if ndim > 0 else ()
+    return (_norm_dim(dim, ndim),) if ndim > 0 else ()
+
+
+cdef tuple _keepdim_shape(tuple in_shape, tuple axes):
+    if axes is None:
+        return (1,) * len(in_shape)
+    return tuple(1 if i in axes else s for i, s in enumerate(in_shape))
+
+
+
+
+def backend_info():
+    """The CPU path in use: instruction set chosen at load time and the math library."""
+    return {"isa": lucid_isa().decode(), "mathlib": lucid_mathlib().decode(),
+            "threads": _num_threads, "parallel_min_elements": _PAR_MIN}
+
+
+
+
+export(clone, method=True)

@@ -1,0 +1,187 @@
+"""The linalg family: matmul, dot, outer through NumPy's BLAS."""
+cimport numpy as cnp
+
+import numpy as np
+
+from lucid._core.core cimport *
+from lucid._core.core import LucidError, ShapeError, UnsupportedDTypeError, export, ops, register
+
+cnp.import_array()
+
+
+cdef object _mm(object a, object b):
+    """np.matmul, with float16 computed in float32 (NumPy has no float16 BLAS)."""
+    if (<cnp.ndarray>a).dtype == np.float16:
+        return _as_ndarray(np.matmul((<cnp.ndarray>a).astype(np.float32),
+                                     (<cnp.ndarray>b).astype(np.float32)).astype(np.float16))
+    return _as_ndarray(np.matmul(a, b))
+
+
+cdef inline object _cast_arr(object a, DType dt):
+    if (<cnp.ndarray>a).dtype != dt.numpy_dtype:
+        return (<cnp.ndarray>a).astype(dt.numpy_dtype)
+    return a
+
+
+cdef class LinalgCPU(Kernel):
+    """The BLAS forward of matmul / dot (np.matmul) or outer."""
+    cdef bint outer
+
+    cdef object run2(self, object a, object b, DType dt, object params):
+        if self.outer:
+            return np.multiply.outer(a, b)
+        return _mm(a, b)
+
+
+cdef OpSchema _pair_schema(str name, bint outer):
+    cdef OpSchema s = register(name, "Promote", 2, saves_input=True)
+    cdef LinalgCPU k = LinalgCPU.__new__(LinalgCPU)
+    k.outer = outer
+    s.cpu = k
+    return s
+
+
+cdef OpSchema _S_matmul = _pair_schema("matmul", False)
+cdef OpSchema _S_dot = _pair_schema("dot", False)
+cdef OpSchema _S_outer = _pair_schema("outer", True)
+
+
+cdef class PairBackward(Node):
+    """Shared part of matmul, dot and outer: each operand saved only if the other
+    needs a gradient (grad_a reads b, grad_b reads a); shapes and dtypes of both."""
+    cdef SavedTensor _saved_a, _saved_b
+    cdef tuple _shape_a, _shape_b
+    cdef DType _dt_a, _dt_b
+
+    cdef void _setup(self, OpSchema s, tuple inputs, Tensor out, object params) except *:
+        cdef Tensor a = <Tensor>inputs[0], b = <Tensor>inputs[1]
+        self._shape_a, self._dt_a = _shp(a._data), a._dtype
+        self._shape_b, self._dt_b = _shp(b._data), b._dtype
+        if a._requires_grad:
+            self._saved_b = _save(b, False)
+        if b._requires_grad:
+            self._saved_a = _save(a, False)
+
+    cdef list _saved_list(self):
+        return [s for s in (self._saved_a, self._saved_b) if s is not None]
+
+    cdef tuple _graph(self, Tensor g):
+        a = self._saved_a.unpack(self) if self._saved_a is not None else None
+        b = self._saved_b.unpack(self) if self._saved_b is not None else None
+        return self.grad_formula_impl(g, a, b)
+
+
+cdef class MatmulBackward(PairBackward):
+    """Backward of matmul (1-d operands promoted to matrices, batch dims broadcast):
+    grad_a = g @ b^T, grad_b = a^T @ g, summed back over broadcast batch dims."""
+    schema_v1 = _S_matmul
+
+    def grad_formula_impl(self, g, a, b):
+        cdef int nda = len(self._shape_a), ndb = len(self._shape_b)
+        G = g
+        if ndb == 1:
+            G = ops.unsqueeze(G, -1)
+        if nda == 1:
+            G = ops.unsqueeze(G, -2)
+        ga = gb = None
+        if self._next[0][0] is not None:
+            B = ops.unsqueeze(b, -1) if ndb == 1 else b
+            ga = matmul(G, ops.transpose(B, -1, -2))
+            ga = _sum_to_t(ga, (1,) + self._shape_a if nda == 1 else self._shape_a)
+            ga = to_dtype(ops.reshape(ga, self._shape_a), self._dt_a, False)
+        if self._next[1][0] is not None:
+            A = ops.unsqueeze(a, 0) if nda == 1 else a
+            gb = matmul(ops.transpose(A, -1, -2), G)
+            gb = _sum_to_t(gb, self._shape_b + (1,) if ndb == 1 else self._shape_b)
+            gb = to_dtype(ops.reshape(gb, self._shape_b), self._dt_b, False)
+        return (ga, gb)
+
+
+cdef class DotBackward(PairBackward):
+    """Backward of dot: grad_a = g * b, grad_b = g * a."""
+    schema_v1 = _S_dot
+
+    def grad_formula_impl(self, g, a, b):
+        ga = to_dtype(g * b, self._dt_a, False) if self._next[0][0] is not None else None
+        gb = to_dtype(g * a, self._dt_b, False) if self._next[1][0] is not None else None
+        return (ga, gb)
+
+
+cdef class OuterBackward(PairBackward):
+    """Backward of outer: grad_a = g @ b, grad_b = g^T @ a."""
+    schema_v1 = _S_outer
+
+    def grad_formula_impl(self, g, a, b):
+        ga = to_dtype(matmul(g, b), self._dt_a, False) if self._next[0][0] is not None else None
+        gb = to_dtype(matmul(a, g), self._dt_b, False) if self._next[1][0] is not None else None
+        return (ga, gb)
+
+
+_S_matmul._bind(MatmulBackward)
+_S_dot._bind(DotBackward)
+_S_outer._bind(OuterBackward)
+
+
+cdef Tensor _pair(OpSchema s, Tensor a, Tensor b):
+    """Run a pair op in the promoted dtype and record its node."""
+    cdef DType dt = dtype_of_code(_promote2(a._dtype.code, b._dtype.code))
+    try:
+        r = s.cpu.run2(_cast_arr(a._data, dt), _cast_arr(b._data, dt), dt, None)
+    except ValueError as e:
+        raise ShapeError(f"{s.name}: shapes {_shp(a._data)} and {_shp(b._data)} cannot be "
+                         f"multiplied: {e}") from None
+    cdef Tensor y = _wrap(_as_ndarray(r), dt)
+    if grad_enabled() and dt.is_floating_point and (a._requires_grad or b._requires_grad):
+        record(s, y, (a, b), None)
+    return y
+
+
+def matmul(input, other):
+    """Matrix product with NumPy's matmul semantics: 1-d operands are vectors, dims
+    beyond the last two are batch dims and broadcast."""
+    cdef Tensor a = _as_tensor(input)
+    cdef Tensor b = _as_tensor(other)
+    if cnp.PyArray_NDIM(a._data) == 0 or cnp.PyArray_NDIM(b._data) == 0:
+        raise ShapeError(f"both arguments to matmul need to be at least 1D, but they are "
+                         f"{cnp.PyArray_NDIM(a._data)}D and {cnp.PyArray_NDIM(b._data)}D")
+    return _pair(_S_matmul, a, b)
+
+
+cdef void _check_1d(Tensor a, Tensor b, str op) except *:
+    if cnp.PyArray_NDIM(a._data) != 1 or cnp.PyArray_NDIM(b._data) != 1:
+        raise ShapeError(f"{op}(): 1D tensors expected, but got {cnp.PyArray_NDIM(a._data)}D "
+                         f"and {cnp.PyArray_NDIM(b._data)}D tensors")
+
+
+def dot(input, other):
+    """Inner product of two 1-d tensors of the same length."""
+    cdef Tensor a = _as_tensor(input)
+    cdef Tensor b = _as_tensor(other)
+    _check_1d(a, b, "dot")
+    if _shp(a._data)[0] != _shp(b._data)[0]:
+        raise ShapeError(f"dot(): inconsistent tensor size, expected tensor [{_shp(a._data)[0]}] "
+                         f"and src [{_shp(b._data)[0]}] to have the same number of elements")
+    return _pair(_S_dot, a, b)
+
+
+def inner(input, other):
+    """dot for 1-d tensors."""
+    return dot(input, other)
+
+
+def outer(input, vec2):
+    """Outer product of two 1-d tensors: out[i, j] = input[i] * vec2[j]."""
+    cdef Tensor a = _as_tensor(input)
+    cdef Tensor b = _as_tensor(vec2)
+    _check_1d(a, b, "outer")
+    return _pair(_S_outer, a, b)
+
+
+def ger(input, vec2):
+    """Alias of outer."""
+    return outer(input, vec2)
+
+
+for _fn in (matmul, dot, inner, outer):
+    export(_fn, method=True)
+export(ger)

@@ -1,0 +1,709 @@
+"""The reduce family: reductions (sum, mean, prod, max/min, var/std, norm, ...),
+cumulative ops and the row-wise softmax / log_softmax.
+
+Schemas, exports and Tensor methods come from the rows of ``optable.REDUCTIONS``
+(the generated ``_reduce.pxi``); each op's forward and node are below. Every op goes
+through core's dispatcher: prepare() applies the row's integer rule and AMP policy,
+record() attaches the node, which keeps the input's shape, the reduced axes and
+keepdim, and what the row saves.
+"""
+cimport numpy as cnp
+import builtins
+from collections import namedtuple
+
+import numpy as np
+
+from lucid._core.core cimport *
+from lucid._core.core import LucidError, ShapeError, UnsupportedDTypeError, export, ops, register
+
+cnp.import_array()
+
+cdef DType bool_ = dtype_of_code(DT_BOOL)
+cdef DType int64 = dtype_of_code(DT_INT64)
+cdef DType float16 = dtype_of_code(DT_FLOAT16)
+cdef DType float32 = dtype_of_code(DT_FLOAT32)
+
+cdef extern from "lucid_vforce.h" nogil:
+    double lucid_sumf(const float *x, Py_ssize_t n)
+    double lucid_sum(const double *x, Py_ssize_t n)
+    void lucid_fillf(float *y, float v, Py_ssize_t n)
+    void lucid_fill(double *y, double v, Py_ssize_t n)
+
+# Below this many elements, releasing the GIL costs more than the kernel.
+cdef enum:
+    _NOGIL_MIN = 8192
+
+include "_reduce.pxi"
+
+ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
+
+
+cdef class ReduceBackward(Node):
+    """Shared part of the reduction nodes: the input's shape and dtype, the reduced
+    axes (None: all), keepdim, and the input and/or output as the row says."""
+    cdef tuple _in_shape, _axes
+    cdef bint _keepdim
+    cdef DType _in_dtype
+    cdef SavedTensor _saved_x, _saved_y
+
+    cdef void _setup(self, OpSchema s, tuple inputs, Tensor out, object params) except *:
+        cdef Tensor x = <Tensor>inputs[0]
+        self._in_shape = _shp(x._data)
+        self._axes, self._keepdim = params
+        self._in_dtype = x._dtype
+        if s.saves_input:
+            self._saved_x = _save(x, False)
+        if s.saves_output:
+            self._saved_y = _save(out, True)
+
+    cdef list _saved_list(self):
+        return [s for s in (self._saved_x, self._saved_y) if s is not None]
+
+    cdef tuple _graph(self, Tensor g):
+        x = self._saved_x.unpack(self) if self._saved_x is not None else None
+        y = self._saved_y.unpack(self) if self._saved_y is not None else None
+        return (to_dtype(_as_tensor(self.grad_formula_impl(g, x, y)), self._in_dtype, False),)
+
+    cdef object _k(self, object a):
+        """An output-shaped array/tensor with the reduced axes put back (size 1)."""
+        if self._keepdim:
+            return a
+        shape = _keepdim_shape(self._in_shape, self._axes)
+        if isinstance(a, Tensor):
+            return ops.reshape(a, shape)
+        return np.reshape(a, shape)
+
+    cdef object _x(self):
+        return self._saved_x.data(self) if self._saved_x is not None else None
+
+    cdef object _y(self):
+        return self._saved_y.data(self) if self._saved_y is not None else None
+
+
+cdef inline cnp.ndarray _compute_arr(Tensor x):
+    """The array an op computes on: float16 goes through float32."""
+    if x._dtype is float16:
+        return x._data.astype(np.float32)
+    return x._data
+
+
+cdef inline bint _recording(Tensor x):
+    return grad_enabled() and x._requires_grad
+
+
+cdef Py_ssize_t _count(Tensor x, tuple axes):
+    if axes is None:
+        return cnp.PyArray_SIZE(x._data)
+    cdef Py_ssize_t n = 1
+    for a in axes:
+        n *= _shp(x._data)[a]
+    return n
+
+
+# -- sum and mean ----------------------------------------------------------------------
+
+cdef cnp.ndarray _fill_new(tuple shape, cnp.ndarray g):
+    """A new C-contiguous array of ``shape`` with every element = the one value in ``g``."""
+    cdef cnp.ndarray out = np.empty(shape, dtype=g.dtype)
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(out)
+    cdef int num = cnp.PyArray_TYPE(g)
+    if num == cnp.NPY_FLOAT:
+        lucid_fillf(<float *>cnp.PyArray_DATA(out), (<float *>cnp.PyArray_DATA(g))[0], n)
+    elif num == cnp.NPY_DOUBLE:
+        lucid_fill(<double *>cnp.PyArray_DATA(out), (<double *>cnp.PyArray_DATA(g))[0], n)
+    else:
+        out.fill(g.reshape(()).item() if cnp.PyArray_SIZE(g) == 1 else 0)
+    return out
+
+
+cdef cnp.ndarray _expand_grad(cnp.ndarray g, tuple in_shape, tuple axes, bint keepdim):
+    """Broadcast a reduction's output gradient back over the reduced axes, into a new
+    contiguous array (the fused kernel of sum's and mean's eager backward)."""
+    if cnp.PyArray_SIZE(g) == 1 and cnp.PyArray_IS_C_CONTIGUOUS(g):
+        return _fill_new(in_shape, g)
+    if not keepdim:
+        g = g.reshape(_keepdim_shape(in_shape, axes))
+    out = np.empty(in_shape, dtype=g.dtype)
+    out[...] = g
+    return out
+
+
+cdef class SumBackward(ReduceBackward):
+    """Backward of sum: the output gradient broadcast back over the reduced dims."""
+    schema_v1 = _S_sum
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        return (_expand_grad(_store(g, self._in_dtype), self._in_shape, self._axes,
+                             self._keepdim),)
+
+    def grad_formula_impl(self, g, x, y):
+        return ops.expand(self._k(g), self._in_shape)
+
+
+cdef class MeanBackward(ReduceBackward):
+    """Backward of mean: the output gradient / count, broadcast back over the reduced dims."""
+    schema_v1 = _S_mean
+    cdef double _count
+
+    cdef void _setup(self, OpSchema s, tuple inputs, Tensor out, object params) except *:
+        ReduceBackward._setup(self, s, inputs, out, params)
+        self._count = _count(<Tensor>inputs[0], self._axes)
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        g = _store(g, self._in_dtype)
+        g = _as_ndarray(np.true_divide(g, g.dtype.type(self._count)))
+        return (_expand_grad(g, self._in_shape, self._axes, self._keepdim),)
+
+    def grad_formula_impl(self, g, x, y):
+        return ops.expand(self._k(g), self._in_shape) / self._count
+
+
+cdef inline double _sum_raw(int num, const void *x, Py_ssize_t n) noexcept nogil:
+    if num == cnp.NPY_FLOAT:
+        return lucid_sumf(<const float *>x, n)
+    return lucid_sum(<const double *>x, n)
+
+
+cdef cnp.ndarray _sum_array(cnp.ndarray a, tuple axes, bint keepdim, DType out_dt):
+    """Sum with the pairwise kernel for a full reduction of a contiguous float array
+    (blocked pairwise, accumulated in double), NumPy's pairwise add.reduce otherwise."""
+    cdef int num = cnp.PyArray_TYPE(a)
+    cdef double s
+    cdef Py_ssize_t n
+    if axes is None and not keepdim and out_dt.typenum == num and cnp.PyArray_IS_C_CONTIGUOUS(a) \
+            and (num == cnp.NPY_FLOAT or num == cnp.NPY_DOUBLE):
+        n = cnp.PyArray_SIZE(a)
+        if n < _NOGIL_MIN:
+            s = _sum_raw(num, cnp.PyArray_DATA(a), n)
+        else:
+            with nogil:
+                s = _sum_raw(num, cnp.PyArray_DATA(a), n)
+        out = cnp.PyArray_EMPTY(0, NULL, num, 0)
+        if num == cnp.NPY_FLOAT:
+            (<float *>cnp.PyArray_DATA(out))[0] = <float>s
+        else:
+            (<double *>cnp.PyArray_DATA(out))[0] = s
+        return out
+    acc = np.float32 if out_dt is float16 else out_dt.numpy_dtype
+    r = np.add.reduce(a, axis=axes, dtype=acc, keepdims=keepdim)
+    return _as_ndarray(r).astype(out_dt.numpy_dtype, copy=False)
+
+
+def _sum(input, dim=None, keepdim=False, *, dtype=None):
+    """Sum over ``dim`` (int, tuple, or None for all), keeping reduced dims if ``keepdim``.
+    Integer and bool inputs sum to int64, as in PyTorch."""
+    cdef Tensor x = prepare(_S_sum, input)
+    cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
+    cdef DType out_dt
+    if dtype is not None:
+        out_dt = as_dtype(dtype)
+    elif x._dtype.is_floating_point:
+        out_dt = x._dtype
+    else:
+        out_dt = int64
+    cdef Tensor y = _wrap(_sum_array(x._data, axes, keepdim, out_dt), out_dt)
+    if _recording(x) and out_dt.is_floating_point:
+        record(_S_sum, y, (x,), (axes, keepdim))
+    return y
+
+
+def mean(input, dim=None, keepdim=False, *, dtype=None):
+    """Mean over ``dim`` (int, tuple, or None for all). Needs a floating dtype, as in PyTorch."""
+    cdef Tensor x = _as_tensor(input)
+    cdef DType out_dt = as_dtype(dtype) if dtype is not None else x._dtype
+    if not out_dt.is_floating_point:
+        raise UnsupportedDTypeError(
+            f"mean(): could not infer output dtype. Input dtype must be a floating point "
+            f"dtype, got {x._dtype}; pass dtype=lucid.float32 or convert the input")
+    cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
+    cdef Py_ssize_t count = _count(x, axes)
+    s = _sum_array(x._data, axes, keepdim, float32 if out_dt is float16 else out_dt)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        m = _as_ndarray(np.true_divide(s, s.dtype.type(count) if count else s.dtype.type(0)))
+    cdef Tensor y = _wrap(m.astype(out_dt.numpy_dtype, copy=False), out_dt)
+    if _recording(x):
+        record(_S_mean, y, (x,), (axes, keepdim))
+    return y
+
+
+# -- prod ------------------------------------------------------------------------------
+
+cdef class ProdBackward(ReduceBackward):
+    """Backward of prod: g times the product of all other elements. The eager kernel is
+    exact with zeros (products of the elements before and after each one); the graph-mode
+    formula divides by x and so refuses inputs with zeros."""
+    schema_v1 = _S_prod
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        x = self._x()
+        if x.size == 0:
+            return (np.zeros(self._in_shape, dtype=g.dtype),)
+        axis = self._axes[0] if self._axes else None
+        xs = x.reshape(-1) if axis is None else x
+        ax = 0 if axis is None else axis
+        ones_shape = list(_shp(xs))
+        ones_shape[ax] = 1
+        one = np.ones(ones_shape, dtype=xs.dtype)
+        left = np.cumprod(np.concatenate([one, np.delete(xs, -1 + _shp(xs)[ax], axis=ax)], axis=ax), axis=ax)
+        right = np.flip(np.cumprod(np.concatenate(
+            [one, np.delete(np.flip(xs, ax), -1 + _shp(xs)[ax], axis=ax)], axis=ax), axis=ax), ax)
+        others = (left * right).reshape(_shp(x))
+        r = self._k(g) * others
+        return (_store(np.broadcast_to(r, self._in_shape).copy()
+                       if _shp(_as_ndarray(r)) != self._in_shape else r, self._in_dtype),)
+
+    def grad_formula_impl(self, g, x, y):
+        if bool(np.any((<Tensor>x)._data == 0)):
+            raise LucidError("graph-mode (create_graph=True) backward of prod is not "
+                             "supported when the input contains zeros")
+        axis = self._axes[0] if self._axes else None
+        return self._k(g) * (prod(x, axis, True) if axis is not None else prod(x)) / x
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    """Product of the elements over ``dim`` (an int, or None for all)."""
+    cdef Tensor x = prepare(_S_prod, input)
+    cdef DType out_dt = as_dtype(dtype) if dtype is not None else (
+        x._dtype if x._dtype.is_floating_point else int64)
+    cdef tuple axes = None if dim is None else (_norm_dim(dim, cnp.PyArray_NDIM(x._data)),)
+    if cnp.PyArray_NDIM(x._data) == 0:
+        axes = None            # dim 0 of a 0-d tensor is the tensor itself, as PyTorch
+    r = np.multiply.reduce(_compute_arr(x), axis=axes, keepdims=keepdim,
+                           dtype=np.float32 if out_dt is float16 else out_dt.numpy_dtype)
+    cdef Tensor y = _wrap(_store(r, out_dt), out_dt)
+    if _recording(x) and out_dt.is_floating_point:
+        record(_S_prod, y, (x,), (axes, keepdim))
+    return y
+
+
+# -- amax / amin / max / min / argmax / argmin --------------------------------------------
+
+cdef class AmaxBackward(ReduceBackward):
+    """Backward of amax/amin and of max/min without dim: g shared evenly by the tied extremes."""
+    schema_v1 = _S_amax
+
+    def grad_formula_impl(self, g, x, y):
+        hit = x == self._k(y)
+        count = _sum(hit, self._axes, True)
+        return ops.where(hit, self._k(g) / count, 0.0)
+
+
+cdef class AminBackward(AmaxBackward):
+    schema_v1 = _S_amin
+
+
+cdef Tensor _amax(object input, object dim, bint keepdim, bint is_max, OpSchema s):
+    cdef Tensor x = prepare(s, input)
+    cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
+    if cnp.PyArray_SIZE(x._data) == 0 and (
+            axes is None or builtins.any(_shp(x._data)[a] == 0 for a in axes)):
+        raise IndexError(f"{s.name}(): Expected reduction dim "
+                         f"{'(all)' if axes is None else [a for a in axes if _shp(x._data)[a] == 0][0]}"
+                         " to have non-zero size.")
+    r = (np.max if is_max else np.min)(x._data, axis=axes, keepdims=keepdim)
+    cdef Tensor y = _wrap(_store(r, x._dtype), x._dtype)
+    if _recording(x):
+        record(s, y, (x,), (axes, keepdim))
+    return y
+
+
+def amax(input, dim=(), keepdim=False):
+    """Maximum over ``dim`` (all dims by default); ties share the gradient evenly."""
+    return _amax(input, dim, keepdim, True, _S_amax)
+
+
+def amin(input, dim=(), keepdim=False):
+    """Minimum over ``dim`` (all dims by default); ties share the gradient evenly."""
+    return _amax(input, dim, keepdim, False, _S_amin)
+
+
+cdef class MaxBackward(AmaxBackward):
+    """Backward of max/min. Along a dim, g goes to the selected index only; over all
+    elements, the tied extremes share it evenly (both as PyTorch). The dim variant
+    keeps the indices (an ndarray: nothing to version), the full one x and the result."""
+    schema_v1 = _S_max
+    cdef cnp.ndarray _indices
+
+    cdef list _saved_list(self):
+        return [] if self._indices is not None else ReduceBackward._saved_list(self)
+
+    def grad_formula_impl(self, g, x, y):
+        if self._indices is None:
+            return AmaxBackward.grad_formula_impl(self, g, x, y)
+        mask = np.zeros(self._in_shape, dtype=bool)
+        np.put_along_axis(mask, self._indices, True, axis=self._axes[0])
+        return ops.where(_wrap(mask, bool_), self._k(g), 0.0)
+
+
+cdef class MinBackward(MaxBackward):
+    schema_v1 = _S_min
+
+
+cdef object _max_min(object input, object dim, bint keepdim, bint is_max):
+    cdef OpSchema s = _S_max if is_max else _S_min
+    if isinstance(dim, Tensor):
+        return ops.maximum(input, dim) if is_max else ops.minimum(input, dim)
+    if dim is None:
+        return _amax(input, None, False, is_max, s)
+    cdef Tensor x = prepare(s, input)
+    cdef int d = _norm_dim(dim, cnp.PyArray_NDIM(x._data))
+    if cnp.PyArray_NDIM(x._data) == 0:
+        return ValuesIndices(ops.clone(x), _wrap(np.zeros((), dtype=np.int64), int64))
+    if _shp(x._data)[d] == 0:
+        raise IndexError(f"{s.name}(): Expected reduction dim {d} to have non-zero size.")
+    idx = (np.argmax if is_max else np.argmin)(x._data, axis=d, keepdims=True)
+    vals = np.take_along_axis(x._data, idx, axis=d)
+    if not keepdim:
+        vals = np.squeeze(vals, axis=d)
+    cdef Tensor y = _wrap(_as_ndarray(vals), x._dtype)
+    cdef Tensor ind = _wrap(_as_ndarray(idx if keepdim else np.squeeze(idx, axis=d)), int64)
+    cdef MaxBackward node
+    if _recording(x):
+        node = <MaxBackward>_new_node(MaxBackward if is_max else MinBackward)
+        node._next = (_edge(x),)
+        node._in_shape = _shp(x._data)
+        node._axes = (d,)
+        node._keepdim = keepdim
+        node._in_dtype = x._dtype
+        node._indices = idx
+        _set_history(y, node)
+    return ValuesIndices(y, ind)
+
+
+def _max(input, dim=None, keepdim=False):
+    """max(x): the largest element. max(x, dim): (values, indices) along dim.
+    max(x, other): element-wise maximum."""
+    return _max_min(input, dim, keepdim, True)
+
+
+def _min(input, dim=None, keepdim=False):
+    """min(x): the smallest element. min(x, dim): (values, indices). min(x, other): minimum."""
+    return _max_min(input, dim, keepdim, False)
+
+
+cdef Tensor _arg(object input, object dim, bint keepdim, bint is_max):
+    cdef Tensor x = prepare(_S_argmax if is_max else _S_argmin, input)
+    f = np.argmax if is_max else np.argmin
+    if cnp.PyArray_SIZE(x._data) == 0 and (dim is None or _shp(x._data)[
+            _norm_dim(dim, cnp.PyArray_NDIM(x._data))] == 0):
+        raise IndexError(f"{'argmax' if is_max else 'argmin'}(): Expected reduction dim to "
+                         "have non-zero size.")
+    if dim is None:
+        r = _as_ndarray(f(x._data)).astype(np.int64)
+        return _wrap(r.reshape((1,) * x._data.ndim) if keepdim else r, int64)
+    d = _norm_dim(dim, cnp.PyArray_NDIM(x._data))
+    return _wrap(_as_ndarray(f(x._data, axis=d, keepdims=keepdim)).astype(np.int64), int64)
+
+
+def argmax(input, dim=None, keepdim=False):
+    """Index of the largest element (flat if ``dim`` is None)."""
+    return _arg(input, dim, keepdim, True)
+
+
+def argmin(input, dim=None, keepdim=False):
+    """Index of the smallest element (flat if ``dim`` is None)."""
+    return _arg(input, dim, keepdim, False)
+
+
+# -- var / std ------------------------------------------------------------------------------
+
+cdef class VarBackward(ReduceBackward):
+    """Backward of var: g * 2 (x - mean) / (N - correction)."""
+    schema_v1 = _S_var
+    cdef double _denom
+
+    def grad_formula_impl(self, g, x, y):
+        dev = x - mean(x, self._axes, True)
+        return self._k(g) * dev * (2.0 / self._denom if self._denom else float("inf"))
+
+
+cdef class StdBackward(ReduceBackward):
+    """Backward of std: g (x - mean) / ((N - correction) std), 0 where std is 0 (as PyTorch)."""
+    schema_v1 = _S_std
+    cdef double _denom
+
+    def grad_formula_impl(self, g, x, y):
+        dev = x - mean(x, self._axes, True)
+        yk = self._k(y)
+        safe = ops.where(yk == 0, 1.0, yk)
+        return ops.where(yk == 0, 0.0, self._k(g) * dev / (safe * self._denom))
+
+
+cdef object _var_std(object input, object dim, object unbiased, bint keepdim, object correction,
+                     bint is_std):
+    cdef OpSchema s = _S_std if is_std else _S_var
+    cdef Tensor x = prepare(s, input)
+    if isinstance(dim, bool):          # var(x, False): the old positional `unbiased`
+        dim, unbiased = None, dim
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    elif unbiased is not None:
+        raise TypeError("pass either unbiased or correction, not both")
+    cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
+    cdef double denom = <double>_count(x, axes) - float(correction)
+    if denom < 0:
+        denom = 0
+    a = _compute_arr(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m = np.mean(a, axis=axes, keepdims=True)
+        v = np.sum((a - m) ** 2, axis=axes, keepdims=keepdim) / a.dtype.type(denom)
+        r = np.sqrt(v) if is_std else v
+    cdef Tensor y = _wrap(_store(r, x._dtype), x._dtype)
+    cdef Node node
+    if _recording(x):
+        node = record(s, y, (x,), (axes, keepdim))
+        if is_std:
+            (<StdBackward>node)._denom = denom
+        else:
+            (<VarBackward>node)._denom = denom
+    return y
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Variance over ``dim`` with Bessel's ``correction`` (default 1, as PyTorch)."""
+    return _var_std(input, dim, unbiased, keepdim, correction, False)
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Standard deviation over ``dim`` with ``correction`` (default 1)."""
+    return _var_std(input, dim, unbiased, keepdim, correction, True)
+
+
+# -- logsumexp / norm ----------------------------------------------------------------------
+
+cdef class LogsumexpBackward(ReduceBackward):
+    """Backward of logsumexp: g * exp(x - out)."""
+    schema_v1 = _S_logsumexp
+
+    def grad_formula_impl(self, g, x, y):
+        return self._k(g) * ops.exp(x - self._k(y))
+
+
+def logsumexp(input, dim, keepdim=False):
+    """log(sum(exp(x))) over ``dim``, without overflow."""
+    cdef Tensor x = prepare(_S_logsumexp, input)
+    cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
+    a = x._data
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        m = np.max(a, axis=axes, keepdims=True) if a.size else np.zeros([1] * a.ndim, a.dtype)
+        m = np.where(np.isfinite(m), m, 0)
+        r = np.log(np.sum(np.exp(a - m), axis=axes, keepdims=True)) + m
+    if not keepdim:
+        r = r.reshape(tuple(s for i, s in enumerate(_shp(a))
+                            if not (axes is None or i in axes)))
+    cdef Tensor y = _wrap(_store(r, x._dtype), x._dtype)
+    if _recording(x):
+        record(_S_logsumexp, y, (x,), (axes, keepdim))
+    return y
+
+
+cdef class NormBackward(ReduceBackward):
+    """Backward of the p-norm: g x |x|^(p-2) / norm^(p-1) (0 where the norm is 0)."""
+    schema_v1 = _S_norm
+    cdef double _p
+
+    def grad_formula_impl(self, g, x, y):
+        yk = self._k(y)
+        gk = self._k(g)
+        p = self._p
+        if p == 0:
+            return ops.zeros_like(x)
+        if p == 1:
+            return gk * ops.sign(x)
+        if p == np.inf:
+            hit = ops.abs(x) == yk
+            return gk * ops.sign(x) * hit / _sum(hit, self._axes, True)
+        safe = ops.where(yk == 0, 1.0, yk)
+        if p == 2:
+            return ops.where(yk == 0, 0.0, gk * x / safe)
+        return ops.where(yk == 0, 0.0, gk * x * ops.abs(x) ** (p - 2) / safe ** (p - 1))
+
+
+def norm(input, p="fro", dim=None, keepdim=False):
+    """Vector p-norm over ``dim`` (all elements by default); "fro" is p = 2."""
+    cdef Tensor x = prepare(_S_norm, input)
+    cdef double pv
+    if p == "fro" or p is None:
+        pv = 2.0
+    elif isinstance(p, str):
+        raise ValueError(f"norm(): unsupported p={p!r} (use a number or 'fro')")
+    else:
+        pv = float(p)
+    cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
+    a = _as_ndarray(np.abs(_compute_arr(x)))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if pv == np.inf:
+            r = np.max(a, axis=axes, keepdims=keepdim, initial=0)
+        elif pv == -np.inf:
+            r = np.min(a, axis=axes, keepdims=keepdim)
+        elif pv == 0:
+            r = np.sum(a != 0, axis=axes, keepdims=keepdim).astype(a.dtype)
+        elif pv == 1:
+            r = np.sum(a, axis=axes, keepdims=keepdim)
+        elif pv == 2:
+            scale = np.max(a, axis=axes, keepdims=True, initial=0)   # no overflow in x*x
+            safe = np.where(scale == 0, 1, scale)
+            r = np.sqrt(np.sum((a / safe) ** 2, axis=axes, keepdims=True)) * safe
+            if not keepdim:
+                r = r.reshape(tuple(s for i, s in enumerate(_shp(a)) if not (axes is None or i in axes)))
+        else:
+            r = np.sum(a ** pv, axis=axes, keepdims=keepdim) ** (1.0 / pv)
+    cdef Tensor y = _wrap(_store(r, x._dtype), x._dtype)
+    if _recording(x):
+        (<NormBackward>record(_S_norm, y, (x,), (axes, keepdim)))._p = pv
+    return y
+
+
+# -- cumsum / cumprod ------------------------------------------------------------------------
+
+cdef class CumsumBackward(ReduceBackward):
+    """Backward of cumsum: the reverse cumulative sum of g."""
+    schema_v1 = _S_cumsum
+
+    def grad_formula_impl(self, g, x, y):
+        d = self._axes[0]
+        if len(self._in_shape) == 0:
+            return g
+        return _sum(g, d, True) - cumsum(g, d) + g
+
+
+def cumsum(input, dim, *, dtype=None):
+    """Cumulative sum along ``dim``."""
+    cdef Tensor x = prepare(_S_cumsum, input)
+    cdef int d = _norm_dim(dim, cnp.PyArray_NDIM(x._data))
+    cdef DType out_dt = as_dtype(dtype) if dtype is not None else (
+        x._dtype if x._dtype.is_floating_point else int64)
+    a = _compute_arr(x)
+    r = np.cumsum(a, axis=d if a.ndim else None,
+                  dtype=np.float32 if out_dt is float16 else out_dt.numpy_dtype).reshape(_shp(a))
+    cdef Tensor y = _wrap(_store(r, out_dt), out_dt)
+    if _recording(x) and out_dt.is_floating_point:
+        record(_S_cumsum, y, (x,), ((d,), True))
+    return y
+
+
+cdef class CumprodBackward(ReduceBackward):
+    """Backward of cumprod. The eager kernel is exact when the input has zeros:
+    grad_i = (prod_{k<i} x_k) * S_i with S_i = g_i + x_{i+1} S_{i+1}; the graph-mode
+    formula divides by x and refuses inputs with zeros."""
+    schema_v1 = _S_cumprod
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        x = self._x()
+        d = self._axes[0]
+        if x.ndim == 0:
+            return (g.copy(),)
+        xm = np.moveaxis(x, d, 0)
+        gm = np.moveaxis(g, d, 0)
+        n = xm.shape[0]
+        excl = np.ones_like(xm)
+        if n > 1:
+            excl[1:] = np.cumprod(xm[:n - 1], axis=0)
+        s = np.empty_like(gm)
+        acc = np.zeros_like(gm[0]) if n else None
+        for i in range(n - 1, -1, -1):
+            acc = gm[i] + (xm[i + 1] * acc if i + 1 < n else 0)
+            s[i] = acc
+        return (_store(np.moveaxis(excl * s, 0, d), self._in_dtype),)
+
+    def grad_formula_impl(self, g, x, y):
+        if bool(np.any((<Tensor>x)._data == 0)):
+            raise LucidError("graph-mode (create_graph=True) backward of cumprod is not "
+                             "supported when the input contains zeros")
+        d = self._axes[0]
+        if len(self._in_shape) == 0:
+            return g
+        gy = g * y
+        return (_sum(gy, d, True) - cumsum(gy, d) + gy) / x
+
+
+def cumprod(input, dim, *, dtype=None):
+    """Cumulative product along ``dim``."""
+    cdef Tensor x = prepare(_S_cumprod, input)
+    cdef int d = _norm_dim(dim, cnp.PyArray_NDIM(x._data))
+    cdef DType out_dt = as_dtype(dtype) if dtype is not None else (
+        x._dtype if x._dtype.is_floating_point else int64)
+    a = _compute_arr(x)
+    r = np.cumprod(a, axis=d if a.ndim else None,
+                   dtype=np.float32 if out_dt is float16 else out_dt.numpy_dtype).reshape(_shp(a))
+    cdef Tensor y = _wrap(_store(r, out_dt), out_dt)
+    if _recording(x) and out_dt.is_floating_point:
+        record(_S_cumprod, y, (x,), ((d,), True))
+    return y
+
+
+# -- softmax / log_softmax --------------------------------------------------------------------
+
+cdef class SoftmaxBackward(ReduceBackward):
+    """Backward of softmax: y (g - sum(g y, dim))."""
+    schema_v1 = _S_softmax
+
+    def grad_formula_impl(self, g, x, y):
+        return y * (g - _sum(g * y, self._axes[0], True))
+
+
+cdef class LogSoftmaxBackward(ReduceBackward):
+    """Backward of log_softmax: g - exp(y) sum(g, dim)."""
+    schema_v1 = _S_log_softmax
+
+    def grad_formula_impl(self, g, x, y):
+        return g - ops.exp(y) * _sum(g, self._axes[0], True)
+
+
+cdef Tensor _softmax(object input, object dim, object dtype, bint log):
+    cdef OpSchema s = _S_log_softmax if log else _S_softmax
+    cdef Tensor x = _as_tensor(input)
+    if dtype is not None:
+        x = to_dtype(x, as_dtype(dtype), False)
+    x = prepare(s, x)
+    if dim is None:
+        raise TypeError(f"{s.name}() needs dim (PyTorch's implicit dim choice is deprecated)")
+    cdef int d = _norm_dim(dim, cnp.PyArray_NDIM(x._data))
+    a = x._data
+    ax = d if a.ndim else None
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        m = np.max(a, axis=ax, keepdims=True) if a.size else np.zeros_like(a)
+        m = np.where(np.isfinite(m), m, 0)
+        z = a - m
+        e = np.exp(z)
+        ssum = np.sum(e, axis=ax, keepdims=True)
+        r = z - np.log(ssum) if log else e / ssum
+    cdef Tensor y = _wrap(_store(r, x._dtype), x._dtype)
+    if _recording(x):
+        record(s, y, (x,), ((d,), True))
+    return y
+
+
+def softmax(input, dim=None, dtype=None):
+    """exp(x) / sum(exp(x)) along ``dim``, computed stably."""
+    return _softmax(input, dim, dtype, False)
+
+
+def log_softmax(input, dim=None, dtype=None):
+    """x - logsumexp(x) along ``dim``."""
+    return _softmax(input, dim, dtype, True)
+
+
+# -- all / any -------------------------------------------------------------------------------
+
+def _all(input, dim=None, keepdim=False):
+    """True where every element over ``dim`` is nonzero."""
+    cdef Tensor x = prepare(_S_all, input)
+    cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
+    return _wrap(_as_ndarray(np.all(x._data, axis=axes, keepdims=keepdim)), bool_)
+
+
+def _any(input, dim=None, keepdim=False):
+    """True where some element over ``dim`` is nonzero."""
+    cdef Tensor x = prepare(_S_any, input)
+    cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
+    return _wrap(_as_ndarray(np.any(x._data, axis=axes, keepdims=keepdim)), bool_)
+
+
+for _node in (SumBackward, MeanBackward, ProdBackward, AmaxBackward, AminBackward, MaxBackward,
+              MinBackward, VarBackward, StdBackward, LogsumexpBackward, NormBackward,
+              CumsumBackward, CumprodBackward, SoftmaxBackward, LogSoftmaxBackward):
+    _node.schema_v1._bind(_node)
+
+for _name, _fn_name, _method in REDUCTION_EXPORTS:
+    export(globals()[_fn_name], _name, method=_method)

@@ -1,0 +1,485 @@
+"""The unary family: element-wise ops of one tensor.
+
+The rows of ``optable.UNARY`` become, through the generated ``_unary.pxi``, one
+schema, one node class and one public function each; their C kernels live in
+src/lucid_vforce.c. The ops with parameters (leaky_relu, elu, clamp, nan_to_num,
+gelu's ``approximate=``) are written by hand below. All of them run through core's
+dispatcher.
+"""
+cimport numpy as cnp
+from cython.parallel cimport prange
+import builtins
+
+import numpy as np
+
+from lucid._core.core cimport *
+from lucid._core.core import LucidError, ShapeError, UnsupportedDTypeError, export, ops, register
+
+cnp.import_array()
+
+cdef DType bool_ = dtype_of_code(DT_BOOL)
+cdef DType float16 = dtype_of_code(DT_FLOAT16)
+cdef DType float32 = dtype_of_code(DT_FLOAT32)
+cdef tuple _NO_EDGE = (None, 0)
+
+ctypedef void (*vf32_t)(float *, const float *, const int *) noexcept nogil
+ctypedef void (*vf64_t)(double *, const double *, const int *) noexcept nogil
+ctypedef void (*gf32_t)(float *, const float *, const float *, const int *) noexcept nogil
+ctypedef void (*gf64_t)(double *, const double *, const double *, const int *) noexcept nogil
+
+cdef struct UnaryKernels:
+    vf32_t f32
+    vf64_t f64
+    gf32_t g32
+    gf64_t g64
+
+# Kernels take an int count; longer arrays go through in chunks of this many
+# elements (a multiple of the kernels' block, so chunking never changes a result).
+# Below _NOGIL_MIN elements, releasing the GIL costs more than the kernel.
+cdef enum:
+    _CHUNK = 1 << 30
+    _NOGIL_MIN = 8192
+
+
+cdef void _map_f32(vf32_t f, float *y, const float *x, Py_ssize_t n) noexcept nogil:
+    cdef int m
+    while n > 0:
+        m = <int>(n if n < _CHUNK else _CHUNK)
+        f(y, x, &m)
+        y += m
+        x += m
+        n -= m
+
+
+cdef void _map_f64(vf64_t f, double *y, const double *x, Py_ssize_t n) noexcept nogil:
+    cdef int m
+    while n > 0:
+        m = <int>(n if n < _CHUNK else _CHUNK)
+        f(y, x, &m)
+        y += m
+        x += m
+        n -= m
+
+
+cdef void _grad_f32(gf32_t f, float *gx, const float *g, const float *s, Py_ssize_t n) noexcept nogil:
+    cdef int m
+    while n > 0:
+        m = <int>(n if n < _CHUNK else _CHUNK)
+        f(gx, g, s, &m)
+        gx += m
+        g += m
+        s += m
+        n -= m
+
+
+cdef void _grad_f64(gf64_t f, double *gx, const double *g, const double *s, Py_ssize_t n) noexcept nogil:
+    cdef int m
+    while n > 0:
+        m = <int>(n if n < _CHUNK else _CHUNK)
+        f(gx, g, s, &m)
+        gx += m
+        g += m
+        s += m
+        n -= m
+
+
+cdef inline void _map(const UnaryKernels *k, int num, void *y, const void *x,
+                      Py_ssize_t n) noexcept nogil:
+    if num == cnp.NPY_FLOAT:
+        _map_f32(k.f32, <float *>y, <const float *>x, n)
+    else:
+        _map_f64(k.f64, <double *>y, <const double *>x, n)
+
+
+cdef inline void _grad_apply(const UnaryKernels *k, int num, void *gx, const void *g, const void *s,
+                       Py_ssize_t n) noexcept nogil:
+    if num == cnp.NPY_FLOAT:
+        _grad_f32(k.g32, <float *>gx, <const float *>g, <const float *>s, n)
+    else:
+        _grad_f64(k.g64, <double *>gx, <const double *>g, <const double *>s, n)
+
+
+cdef void _map_par(const UnaryKernels *k, int num, void *y, const void *x, Py_ssize_t n,
+                   Py_ssize_t itemsize) noexcept nogil:
+    cdef int nt = _threads_for(n)
+    cdef Py_ssize_t per, c, start, nchunks
+    if nt == 1:
+        _map(k, num, y, x, n)
+        return
+    per = _piece_len(n, nt)
+    nchunks = (n + per - 1) // per
+    for c in prange(nchunks, num_threads=nt, schedule="static"):
+        start = c * per
+        _map(k, num, <char *>y + start * itemsize, <const char *>x + start * itemsize,
+             per if n - start > per else n - start)
+
+
+cdef void _grad_par(const UnaryKernels *k, int num, void *gx, const void *g, const void *s,
+                    Py_ssize_t n, Py_ssize_t itemsize) noexcept nogil:
+    cdef int nt = _threads_for(n)
+    cdef Py_ssize_t per, c, start, nchunks
+    if nt == 1:
+        _grad_apply(k, num, gx, g, s, n)
+        return
+    per = _piece_len(n, nt)
+    nchunks = (n + per - 1) // per
+    for c in prange(nchunks, num_threads=nt, schedule="static"):
+        start = c * per
+        _grad_apply(k, num, <char *>gx + start * itemsize, <const char *>g + start * itemsize,
+                    <const char *>s + start * itemsize, per if n - start > per else n - start)
+
+
+# Non-contiguous inputs go through in cache-sized contiguous pieces (NumPy's
+# buffered iterator), never as one full copy.
+cdef enum:
+    _PIECE = 1 << 14
+
+
+cdef cnp.ndarray _unary_kernel(const UnaryKernels *k, cnp.ndarray a):
+    """y = f(a) for a float16/32/64 ndarray; float16 goes through float32."""
+    cdef int num = cnp.PyArray_TYPE(a)
+    cdef cnp.ndarray out
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
+    if num == cnp.NPY_FLOAT16:
+        return _to_half(_unary_kernel(k, a.astype(np.float32)))
+    if not cnp.PyArray_IS_C_CONTIGUOUS(a):
+        return _unary_kernel_strided(k, a, num)
+    out = _empty_like_arr(a, num)
+    cdef void *y = cnp.PyArray_DATA(out)
+    cdef const void *x = cnp.PyArray_DATA(a)
+    cdef Py_ssize_t isz = cnp.PyArray_ITEMSIZE(a)
+    if n < _NOGIL_MIN:
+        _map(k, num, y, x, n)
+    else:
+        with nogil:
+            _map_par(k, num, y, x, n, isz)
+    return out
+
+
+cdef cnp.ndarray _unary_kernel_strided(const UnaryKernels *k, cnp.ndarray a, int num):
+    """f(a) for a strided view, in contiguous pieces of _PIECE elements."""
+    it = np.nditer([a, None], flags=["external_loop", "buffered", "zerosize_ok"],
+                   op_flags=[["readonly", "contig"], ["writeonly", "allocate", "contig"]],
+                   order="K", buffersize=_PIECE)
+    cdef cnp.ndarray xin, yout
+    cdef Py_ssize_t isz = cnp.PyArray_ITEMSIZE(a)
+    with it:
+        for xin, yout in it:
+            with nogil:
+                _map_par(k, num, cnp.PyArray_DATA(yout), cnp.PyArray_DATA(xin),
+                         cnp.PyArray_SIZE(xin), isz)
+        return it.operands[1]
+
+
+cdef cnp.ndarray _unary_grad_kernel(const UnaryKernels *k, cnp.ndarray g, cnp.ndarray s):
+    """gx = fused backward(g, s), where s is the saved input or output."""
+    cdef int num = cnp.PyArray_TYPE(s)
+    cdef cnp.ndarray out
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(s)
+    if num == cnp.NPY_FLOAT16:
+        return _to_half(_unary_grad_kernel(k, g.astype(np.float32), s.astype(np.float32)))
+    if cnp.PyArray_TYPE(g) != num:
+        g = g.astype(s.dtype)
+    if _shp(g) != _shp(s):
+        g = np.broadcast_to(g, _shp(s))
+    if not (cnp.PyArray_IS_C_CONTIGUOUS(g) and cnp.PyArray_IS_C_CONTIGUOUS(s)):
+        return _unary_grad_strided(k, g, s, num)
+    out = _empty_like_arr(s, num)
+    cdef void *gx = cnp.PyArray_DATA(out)
+    cdef const void *gp = cnp.PyArray_DATA(g)
+    cdef const void *sp = cnp.PyArray_DATA(s)
+    cdef Py_ssize_t isz = cnp.PyArray_ITEMSIZE(s)
+    if n < _NOGIL_MIN:
+        _grad_apply(k, num, gx, gp, sp, n)
+    else:
+        with nogil:
+            _grad_par(k, num, gx, gp, sp, n, isz)
+    return out
+
+
+cdef cnp.ndarray _unary_grad_strided(const UnaryKernels *k, cnp.ndarray g, cnp.ndarray s, int num):
+    it = np.nditer([g, s, None], flags=["external_loop", "buffered", "zerosize_ok"],
+                   op_flags=[["readonly", "contig"], ["readonly", "contig"],
+                             ["writeonly", "allocate", "contig"]],
+                   order="K", buffersize=_PIECE)
+    cdef cnp.ndarray gin, sin, out
+    cdef Py_ssize_t isz = cnp.PyArray_ITEMSIZE(s)
+    with it:
+        for gin, sin, out in it:
+            with nogil:
+                _grad_par(k, num, cnp.PyArray_DATA(out), cnp.PyArray_DATA(gin),
+                          cnp.PyArray_DATA(sin), cnp.PyArray_SIZE(gin), isz)
+        return it.operands[2]
+
+
+cdef class UnaryCPU(Kernel):
+    """The CPU kernels of one unary row: forward and fused backward."""
+    cdef const UnaryKernels *k
+
+    cdef object run1(self, cnp.ndarray x, object params):
+        return _unary_kernel(self.k, x)
+
+
+cdef UnaryCPU _unary_kernel_of(const UnaryKernels *k):
+    cdef UnaryCPU c = UnaryCPU.__new__(UnaryCPU)
+    c.k = k
+    return c
+
+
+cdef class UnaryBackward(Node):
+    """Shared part of every element-wise unary node: one saved tensor (the input or
+    the output, as the row says), the row's fused kernel as the eager backward."""
+    cdef const UnaryKernels *_k
+    cdef SavedTensor _saved
+    cdef bint _saves_output
+
+    cdef void _setup(self, OpSchema s, tuple inputs, Tensor out, object params) except *:
+        self._k = (<UnaryCPU>s.cpu).k
+        self._saves_output = s.saves_output
+        if s.saves_output:
+            self._saved = _save(out, True)
+        elif s.saves_input:
+            self._saved = _save(<Tensor>inputs[0], False)
+
+    cdef list _saved_list(self):
+        return [self._saved] if self._saved is not None else []
+
+    @property
+    def _saved_self(self):
+        if self._saved is None or self._saves_output:
+            raise AttributeError(f"{type(self).__name__} does not save its input")
+        return self._saved.unpack(self)
+
+    @property
+    def _saved_result(self):
+        if self._saved is None or not self._saves_output:
+            raise AttributeError(f"{type(self).__name__} does not save its result")
+        return self._saved.unpack(self)
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        if self._saved is None:
+            return (np.zeros_like(g),)
+        return (_unary_grad_kernel(self._k, g, self._saved.data(self)),)
+
+    cdef tuple _graph(self, Tensor g):
+        if self._saved is None:
+            return (self.grad_formula_impl(g, None, None),)
+        cdef Tensor s = self._saved.unpack(self)
+        if self._saves_output:
+            return (self.grad_formula_impl(g, None, s),)
+        return (self.grad_formula_impl(g, s, None),)
+
+
+include "_unary.pxi"
+
+
+# -- element-wise ops with parameters --------------------------------------------
+# leaky_relu, elu and nan_to_num: a NumPy forward of (x, params) and a formula in
+# lucid ops, through the same dispatcher as the table rows.
+
+cdef class PointwiseCPU(Kernel):
+    """A forward written as a NumPy function of (x, params)."""
+    cdef object f
+
+    cdef object run1(self, cnp.ndarray x, object params):
+        return self.f(x, params)
+
+
+cdef OpSchema _pointwise(str name, str amp, forward, int int_rule):
+    cdef OpSchema s = register(name, amp, 1, saves_input=True, int_rule=int_rule)
+    cdef PointwiseCPU k = PointwiseCPU.__new__(PointwiseCPU)
+    k.f = forward
+    s.cpu = k
+    return s
+
+
+cdef class PointwiseBackward(Node):
+    """One saved input x and the op's parameters; the formula is the subclass's."""
+    cdef SavedTensor _saved_x
+    cdef DType _in_dtype
+    cdef readonly object params
+
+    cdef void _setup(self, OpSchema s, tuple inputs, Tensor out, object params) except *:
+        self._saved_x = _save(<Tensor>inputs[0], False)
+        self._in_dtype = (<Tensor>inputs[0])._dtype
+        self.params = params
+
+    cdef list _saved_list(self):
+        return [self._saved_x]
+
+
+def _leaky_relu_fwd(a, slope):
+    return np.where(a > 0, a, a * a.dtype.type(slope))
+
+
+def _elu_fwd(a, alpha):
+    with np.errstate(over="ignore"):
+        return np.where(a > 0, a, a.dtype.type(alpha) * np.expm1(np.minimum(a, 0)))
+
+
+def _nan_to_num_fwd(a, p):
+    return np.nan_to_num(a, copy=True, nan=p[0], posinf=p[1], neginf=p[2])
+
+
+cdef OpSchema _S_leaky_relu = _pointwise("leaky_relu", "Promote", _leaky_relu_fwd, INT_REJECT)
+cdef OpSchema _S_elu = _pointwise("elu", "Promote", _elu_fwd, INT_REJECT)
+cdef OpSchema _S_nan_to_num = _pointwise("nan_to_num", "KeepInput", _nan_to_num_fwd, INT_KEEP)
+
+
+cdef class LeakyReluBackward(PointwiseBackward):
+    """Backward of leaky_relu: g where x > 0, g * negative_slope elsewhere."""
+    schema_v1 = _S_leaky_relu
+
+    def grad_formula_impl(self, g, x):
+        return ops.where(x > 0, g, g * self.params)
+
+
+cdef class EluBackward(PointwiseBackward):
+    """Backward of elu: g where x > 0, g * alpha * exp(x) elsewhere."""
+    schema_v1 = _S_elu
+
+    def grad_formula_impl(self, g, x):
+        return ops.where(x > 0, g, g * self.params * exp(ops.minimum(x, 0.0)))
+
+
+cdef class NanToNumBackward(PointwiseBackward):
+    """Backward of nan_to_num: g where x is finite, 0 where it was replaced."""
+    schema_v1 = _S_nan_to_num
+
+    def grad_formula_impl(self, g, x):
+        return ops.where(ops.isfinite(x), g, 0.0)
+
+
+_S_leaky_relu._bind(LeakyReluBackward)
+_S_elu._bind(EluBackward)
+_S_nan_to_num._bind(NanToNumBackward)
+
+
+def leaky_relu(input, negative_slope=0.01):
+    """x where x > 0, negative_slope * x elsewhere."""
+    return dispatch_unary(_S_leaky_relu, input, negative_slope)
+
+
+def elu(input, alpha=1.0):
+    """x where x > 0, alpha * (exp(x) - 1) elsewhere."""
+    return dispatch_unary(_S_elu, input, alpha)
+
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    """nan -> ``nan``, +inf -> ``posinf`` (default: the dtype's max), -inf -> ``neginf``."""
+    cdef Tensor x = _as_tensor(input)
+    if not x._dtype.is_floating_point:
+        return ops.clone(x)
+    return dispatch_unary(_S_nan_to_num, x, (nan, posinf, neginf))
+
+
+def gelu(input, approximate="none"):
+    """Exact GELU, x * Phi(x) = x/2 * erfc(-x/sqrt(2)) (``approximate="none"``), or its
+    tanh approximation (``approximate="tanh"``)."""
+    if approximate == "none":
+        return _gelu_exact(input)
+    if approximate == "tanh":
+        return gelu_tanh(input)
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+# -- clamp ------------------------------------------------------------------------
+# Three inputs (the bounds may be tensors that get gradients), PyTorch's result type
+# over all three.
+
+cdef OpSchema _S_clamp = register("clamp", "Promote", 3, saves_input=True)
+
+
+cdef class ClampBackward(Node):
+    """Backward of clamp: g where min <= x <= max (to x), and to tensor bounds where they bind."""
+    schema_v1 = _S_clamp
+    cdef SavedTensor _saved_x
+    cdef object _lo, _hi          # Python scalars, tensors (tensor bounds) or None
+    cdef tuple _lo_shape, _hi_shape
+    cdef DType _lo_dtype, _hi_dtype
+
+    cdef list _saved_list(self):
+        return [self._saved_x]
+
+    def grad_formula_impl(self, g, x):
+        keep = ops.ones_like(x, dtype=bool_)
+        glo = ghi = None
+        lo, hi = self._lo, self._hi
+        if lo is not None:
+            keep = keep & (x >= lo)
+            if self._next[1][0] is not None:
+                glo = to_dtype(_sum_to_t(ops.where(x < lo, g, 0.0), self._lo_shape),
+                               self._lo_dtype, False)
+        if hi is not None:
+            keep = keep & (x <= hi)
+            if self._next[2][0] is not None:
+                bind = (x > hi) & (x >= lo) if lo is not None else (x > hi)
+                ghi = to_dtype(_sum_to_t(ops.where(bind, g, 0.0), self._hi_shape),
+                               self._hi_dtype, False)
+        gx = ops.where(keep, g, 0.0) if self._next[0][0] is not None else None
+        return (gx, glo, ghi)
+
+
+_S_clamp._bind(ClampBackward)
+
+
+cdef int _combine_codes(int code, Tensor x, Tensor tb, object sb) except -1:
+    """Fold one more operand into a result type computed for (x, ...)."""
+    cdef DType dt = dtype_of_code(code)
+    cdef Tensor probe = _wrap(np.empty((1,) * builtins.max(1, cnp.PyArray_NDIM(x._data))
+                                       if cnp.PyArray_NDIM(x._data) else (), dtype=dt.numpy_dtype), dt)
+    return _result_code(probe, None, tb, None if tb is not None else sb)
+
+
+def clamp(input, min=None, max=None):
+    """input limited to [min, max] (either bound may be None, a number or a tensor);
+    where min > max the result is max, as PyTorch."""
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    cdef Tensor x = _as_tensor(input)
+    cdef Tensor tlo = <Tensor>min if isinstance(min, Tensor) else None
+    cdef Tensor thi = <Tensor>max if isinstance(max, Tensor) else None
+    cdef int code = _result_code(x, None, tlo, None if tlo is not None else min)
+    if thi is not None or max is not None:
+        code = _combine_codes(code, x, thi, max)
+    if code != x._dtype.code:
+        x = to_dtype(x, dtype_of_code(code), False)
+    a = x._data
+    lo = tlo._data if tlo is not None else min
+    hi = thi._data if thi is not None else max
+    r = a
+    try:
+        if lo is not None:
+            r = np.where(np.isnan(r) if a.dtype.kind == "f" else False, r, np.maximum(r, lo))
+        if hi is not None:
+            r = np.where(np.isnan(r) if a.dtype.kind == "f" else False, r, np.minimum(r, hi))
+    except ValueError as e:
+        raise ShapeError(f"clamp: bounds do not broadcast with the input: {e}") from None
+    cdef cnp.ndarray out = _as_ndarray(r)
+    if _shp(out) != _shp(a):
+        raise ShapeError(f"clamp: bounds of shape {_shp(out)} would change the input's shape {_shp(a)}")
+    out = out.astype(a.dtype, copy=False)
+    cdef Tensor y = _wrap(out if out is not a else out.copy(), x._dtype)
+    cdef ClampBackward node
+    if grad_enabled() and (x._requires_grad or (tlo is not None and tlo._requires_grad)
+                           or (thi is not None and thi._requires_grad)):
+        node = <ClampBackward>record(_S_clamp, y, (x, tlo, thi), None)
+        node._saved_x = _save(x, False)
+        node._lo = tlo.detach() if tlo is not None else min
+        node._hi = thi.detach() if thi is not None else max
+        if tlo is not None:
+            node._lo_shape, node._lo_dtype = _shp(tlo._data), tlo._dtype
+        if thi is not None:
+            node._hi_shape, node._hi_dtype = _shp(thi._data), thi._dtype
+    return y
+
+
+def clip(input, min=None, max=None):
+    """Alias of clamp."""
+    return clamp(input, min, max)
+
+
+for _fn in (leaky_relu, elu, clamp, clip, nan_to_num, gelu):
+    export(_fn, method=True)
+export(lambda self, min: clamp(self, min, None), "clamp_min", public=False, method=True)
+export(lambda self, max: clamp(self, None, max), "clamp_max", public=False, method=True)
