@@ -24,7 +24,9 @@ class CheckpointError(lucid.LucidError, ValueError):
 
 def _encode(obj, arrays):
     if isinstance(obj, lucid.Tensor):
-        a = np.ascontiguousarray(obj.detach().numpy())
+        a = obj.detach().numpy()
+        if not a.flags.c_contiguous:  # (np.ascontiguousarray would turn 0-d into 1-d)
+            a = a.copy(order="C")
         if a.dtype not in _DTYPES:
             raise TypeError(f"lucid.save: unsupported dtype {a.dtype}")
         name = f"t{len(arrays)}"
