@@ -9,6 +9,13 @@ import lucid
 from lucid.nn.parameter import Parameter
 
 
+
+def _bump_version(t):
+    """Mark ``t`` as modified in place (its values were written through NumPy): an
+    in-place op on an empty view bumps the version counter shared with ``t`` and
+    touches no element."""
+    t.detach().reshape(-1)[:0].mul_(1)
+
 class _IncompatibleKeys(tuple):
     """(missing_keys, unexpected_keys), as ``load_state_dict`` returns them."""
 
@@ -294,7 +301,7 @@ class Module:
                               f"shape {dst.shape}")
                 continue
             dst[...] = src_np
-            t.detach().add_(0)  # bump the version counter: the values changed in place
+            _bump_version(t)
         if errors:
             raise ValueError("Error(s) in loading state_dict for "
                              f"{type(self).__name__}:\n\t" + "\n\t".join(errors))

@@ -20,6 +20,13 @@ except ImportError as e:  # no silent pure-Python fallback
         "Build them with `pip install .` or `python setup.py build_ext --inplace`.") from e
 
 
+
+def _bump_version(t):
+    """Mark ``t`` as modified in place (its values were written through NumPy): an
+    in-place op on an empty view bumps the version counter shared with ``t`` and
+    touches no element."""
+    t.detach().reshape(-1)[:0].mul_(1)
+
 class _RequiredParameter:
     def __repr__(self):
         return "<required parameter>"
@@ -160,7 +167,7 @@ class Optimizer:
                 for p in self._params_with_grad(group):
                     pa = _flat(p)
                     self._update(p, pa, _flat_grad(p.grad, pa.dtype), self.state[p], group)
-                    p.detach().add_(0)  # bump the version: the values changed in place
+                    _bump_version(p)
         return loss
 
     def _update(self, p, pa, ga, state, group):
