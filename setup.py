@@ -90,6 +90,19 @@ extensions = [
     for name, c_files in MODULES.items()
 ]
 
+# -- lucid.optim._fused: the fused optimizer updates -----------------------------------------
+# Its own extension, independent of lucid._core (it works on the NumPy arrays of
+# parameters, gradients and state). -ffp-contract=off: no FMA contraction, so the
+# updates round like torch's CPU kernels; never -ffast-math.
+OPTIM = os.path.join("lucid", "optim")
+optim_ext = Extension(
+    "lucid.optim._fused",
+    sources=[os.path.join(OPTIM, "_fused.pyx"), os.path.join(OPTIM, "lucid_optim.c")],
+    depends=[os.path.join(OPTIM, "lucid_optim.h")],
+    include_dirs=[OPTIM],
+    extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3", "-ffp-contract=off"],
+)
+
 directives = {
     "language_level": 3,
     "boundscheck": DEBUG,
@@ -100,7 +113,7 @@ directives = {
 }
 
 setup(
-    ext_modules=cythonize(extensions, compiler_directives=directives, include_path=[CORE],
-                          nthreads=JOBS, quiet=True),
+    ext_modules=cythonize(extensions + [optim_ext], compiler_directives=directives,
+                          include_path=[CORE], nthreads=JOBS, quiet=True),
     options={"build_ext": {"parallel": JOBS}},
 )

@@ -60,6 +60,9 @@ from lucid.ops import __all__ as _ops_all  # noqa: E402
 
 half, double = float16, float64
 
+from lucid import nn, optim  # noqa: E402
+from lucid.serialization import load, save  # noqa: E402
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -69,5 +72,5 @@ __all__ = [
     "float32", "float64", "from_numpy", "full", "get_num_threads", "half", "initial_seed", "int32",
     "int64", "is_grad_enabled", "linspace", "manual_seed", "no_grad", "normal", "ones", "ops",
     "rand", "randint", "randn", "set_grad_enabled", "set_num_threads", "tensor",
-    "use_deterministic_algorithms", "zeros",
+    "use_deterministic_algorithms", "zeros", "nn", "optim", "save", "load",
 ] + list(_ops_all)

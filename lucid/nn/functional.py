@@ -1,0 +1,853 @@
+"""lucid.nn.functional: layers, activations and losses as functions (torch.nn.functional).
+
+Everything here is composed from lucid's public ops, so backward and double backward
+come from those ops' nodes. Convolutions and pools gather their windows as strided
+slices of the (padded) input, one per kernel offset, stacked into an im2col matrix
+and reduced by one batched matmul (or a max/sum over the window axis).
+"""
+import math
+import numbers
+
+import numpy as np
+
+import lucid
+
+_reduction_names = ("none", "mean", "sum")
+
+
+def _tuple(v, n, name="argument"):
+    if isinstance(v, (tuple, list)):
+        if len(v) != n:
+            raise ValueError(f"{name} must be an int or a tuple of {n} ints, got {v}")
+        return tuple(int(a) for a in v)
+    return (int(v),) * n
+
+
+def _reduce(loss, reduction):
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{reduction!r} is not a valid value for reduction; expected one of "
+                     f"{_reduction_names}")
+
+
+def _const(value, like):
+    """A scalar tensor with ``like``'s dtype (keeps float32 graphs in float32)."""
+    return lucid.tensor(value, dtype=like.dtype)
+
+
+# -- linear ------------------------------------------------------------------------------------
+
+def linear(input, weight, bias=None):
+    """``input @ weight.T + bias``; weight has shape (out_features, in_features)."""
+    out = lucid.matmul(input, weight.T)
+    return out + bias if bias is not None else out
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """``y_k = x1 @ W_k @ x2 + b_k``; weight (out, in1, in2)."""
+    out = (lucid.matmul(input1.unsqueeze(-2).unsqueeze(-3), weight)  # (..., out, 1, in2)
+           .squeeze(-2) * input2.unsqueeze(-2)).sum(-1)
+    return out + bias if bias is not None else out
+
+
+# -- activations ---------------------------------------------------------------------------------
+
+def relu(input, inplace=False):
+    return lucid.relu(input)
+
+
+def relu6(input, inplace=False):
+    return lucid.relu6(input)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return lucid.leaky_relu(input, negative_slope)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return lucid.elu(input, alpha)
+
+
+def selu(input, inplace=False):
+    return lucid.selu(input)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    return lucid.maximum(input, _const(0.0, input)) + lucid.minimum(
+        _const(0.0, input), alpha * lucid.expm1(input / alpha))
+
+
+def gelu(input, approximate="none"):
+    return lucid.gelu(input, approximate=approximate)
+
+
+def silu(input, inplace=False):
+    return lucid.silu(input)
+
+
+def mish(input, inplace=False):
+    return lucid.mish(input)
+
+
+def sigmoid(input):
+    return lucid.sigmoid(input)
+
+
+def tanh(input):
+    return lucid.tanh(input)
+
+
+def hardsigmoid(input, inplace=False):
+    return lucid.hardsigmoid(input)
+
+
+def hardswish(input, inplace=False):
+    return lucid.hardswish(input)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    return lucid.clamp(input, min_val, max_val)
+
+
+def softsign(input):
+    return lucid.softsign(input)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """``log(1 + exp(beta x)) / beta``, linear where ``beta x > threshold`` (as torch)."""
+    if beta == 1.0:
+        sp = lucid.softplus(input)
+    else:
+        sp = lucid.softplus(input * beta) / beta
+    return lucid.where(input * beta > threshold, input, sp)
+
+
+def logsigmoid(input):
+    return -lucid.softplus(-input)
+
+
+def tanhshrink(input):
+    return input - lucid.tanh(input)
+
+
+def softmax(input, dim=None, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    return lucid.softmax(input, dim=dim if dim is not None else -1)
+
+
+def log_softmax(input, dim=None, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    return lucid.log_softmax(input, dim=dim if dim is not None else -1)
+
+
+def softmin(input, dim=None, dtype=None):
+    return softmax(-input, dim, dtype)
+
+
+def glu(input, dim=-1):
+    a, b = lucid.chunk(input, 2, dim)
+    return a * lucid.sigmoid(b)
+
+
+# -- dropout, normalisation, embedding -------------------------------------------------------------
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)``."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    keep = (lucid.rand(*input.shape, dtype=input.dtype) >= p).to(input.dtype)
+    return input * (keep * (1.0 / (1.0 - p)))
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalise over the last ``len(normalized_shape)`` dims (biased variance)."""
+    if isinstance(normalized_shape, numbers.Integral):
+        normalized_shape = (normalized_shape,)
+    n = len(normalized_shape)
+    if tuple(input.shape[input.ndim - n:]) != tuple(normalized_shape):
+        raise ValueError(f"layer_norm: input shape {tuple(input.shape)} does not end with "
+                         f"normalized_shape {tuple(normalized_shape)}")
+    dims = tuple(range(input.ndim - n, input.ndim))
+    mu = input.mean(dims, keepdim=True)
+    xc = input - mu
+    var = (xc * xc).mean(dims, keepdim=True)
+    out = xc * lucid.rsqrt(var + eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Batch statistics in training (and running stats updated in place, unbiased
+    variance), running statistics in eval. Channels are dim 1."""
+    shape = [1] * input.ndim
+    shape[1] = input.shape[1]
+    dims = tuple(d for d in range(input.ndim) if d != 1)
+    if training:
+        n = input.numel() // input.shape[1]
+        if n <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                             f"size {tuple(input.shape)}")
+        mu = input.mean(dims, keepdim=True)
+        xc = input - mu
+        var = (xc * xc).mean(dims, keepdim=True)
+        if running_mean is not None and running_var is not None:
+            with lucid.no_grad():
+                m = momentum
+                rm = running_mean.detach()
+                rv = running_var.detach()
+                rm.mul_(1 - m).add_(mu.detach().reshape(-1).to(rm.dtype) * m)
+                rv.mul_(1 - m).add_(var.detach().reshape(-1).to(rv.dtype) * (m * n / (n - 1)))
+        out = xc * lucid.rsqrt(var + eps)
+    else:
+        mu = running_mean.reshape(shape)
+        var = running_var.reshape(shape)
+        out = (input - mu) * lucid.rsqrt(var + eps)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    n, c = input.shape[0], input.shape[1]
+    x = input.reshape(n, num_groups, -1)
+    mu = x.mean(-1, keepdim=True)
+    xc = x - mu
+    var = (xc * xc).mean(-1, keepdim=True)
+    out = (xc * lucid.rsqrt(var + eps)).reshape(*input.shape)
+    shape = [1] * input.ndim
+    shape[1] = c
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, scale_grad_by_freq=False,
+              sparse=False):
+    """Rows of ``weight`` picked by the integer ``input``; the ``padding_idx`` row gets no
+    gradient."""
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
+                                  "supported")
+    out = weight[input]
+    if padding_idx is not None and weight.requires_grad:
+        if padding_idx < 0:
+            padding_idx += weight.shape[0]
+        keep = (input != padding_idx).unsqueeze(-1)
+        out = lucid.where(keep, out, out.detach())
+    return out
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 one-hot encoding along a new last dim."""
+    if num_classes < 0:
+        num_classes = int(tensor.max().item()) + 1
+    return (tensor.unsqueeze(-1) == lucid.arange(num_classes, dtype=tensor.dtype)).long()
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12):
+    """``input / max(||input||_p, eps)`` along ``dim``."""
+    n = lucid.norm(input, p, dim=dim, keepdim=True)
+    return input / lucid.clamp(n, min=eps)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    n1 = lucid.clamp(lucid.norm(x1, 2, dim=dim), min=eps)
+    n2 = lucid.clamp(lucid.norm(x2, 2, dim=dim), min=eps)
+    return (x1 * x2).sum(dim) / (n1 * n2)
+
+
+def pad(input, pad, mode="constant", value=None):
+    return lucid.pad(input, pad, mode=mode, value=0 if value is None else value)
+
+
+# -- windows: the shared im2col of convolutions and pools ---------------------------------------------
+
+def _windows(x, kernel, stride, dilation, out_size):
+    """(N, C, *spatial) -> (N, C, K, *out), one strided slice per kernel offset."""
+    nd = len(kernel)
+    cols = []
+    for offs in np.ndindex(*kernel):
+        idx = [slice(None), slice(None)]
+        for a in range(nd):
+            start = offs[a] * dilation[a]
+            idx.append(slice(start, start + stride[a] * (out_size[a] - 1) + 1, stride[a]))
+        cols.append(x[tuple(idx)])
+    return lucid.stack(cols, dim=2)
+
+
+def _conv_out(size, k, s, p_lo, p_hi, d):
+    return (size + p_lo + p_hi - d * (k - 1) - 1) // s + 1
+
+
+def _padding_pairs(padding, kernel, dilation, nd, stride):
+    if isinstance(padding, str):
+        if padding == "valid":
+            return [(0, 0)] * nd
+        if padding == "same":
+            if any(s != 1 for s in stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            pairs = []
+            for k, d in zip(kernel, dilation):
+                total = d * (k - 1)
+                pairs.append((total // 2, total - total // 2))
+            return pairs
+        raise ValueError(f"invalid padding string {padding!r}, expected 'valid' or 'same'")
+    return [(p, p) for p in _tuple(padding, nd, "padding")]
+
+
+def _pad_spatial(x, pairs, value=0.0):
+    if not any(lo or hi for lo, hi in pairs):
+        return x
+    flat = []
+    for lo, hi in reversed(pairs):  # F.pad order: last dim first
+        flat += [lo, hi]
+    return lucid.pad(x, tuple(flat), value=value)
+
+
+def _convnd(input, weight, bias, stride, padding, dilation, groups, nd):
+    if input.ndim != nd + 2:
+        raise ValueError(f"conv{nd}d expects a {nd + 2}-d input (batched), got shape "
+                         f"{tuple(input.shape)}")
+    n, c = input.shape[0], input.shape[1]
+    o, cg = weight.shape[0], weight.shape[1]
+    kernel = tuple(weight.shape[2:])
+    stride = _tuple(stride, nd, "stride")
+    dilation = _tuple(dilation, nd, "dilation")
+    if c != cg * groups or o % groups:
+        raise ValueError(f"conv{nd}d: input has {c} channels, weight {tuple(weight.shape)} "
+                         f"with groups={groups} expects {cg * groups}")
+    pairs = _padding_pairs(padding, kernel, dilation, nd, stride)
+    x = _pad_spatial(input, pairs)
+    out_size = tuple(_conv_out(input.shape[2 + a], kernel[a], stride[a], *pairs[a], dilation[a])
+                     for a in range(nd))
+    if any(s <= 0 for s in out_size):
+        raise ValueError(f"conv{nd}d: kernel {kernel} is larger than the padded input")
+    k = int(np.prod(kernel))
+    l_ = int(np.prod(out_size))
+    cols = _windows(x, kernel, stride, dilation, out_size)      # (N, C, K, *out)
+    if groups == 1:
+        out = lucid.matmul(weight.reshape(o, c * k), cols.reshape(n, c * k, l_))
+    else:
+        cols = cols.reshape(n, groups, cg * k, l_)
+        w = weight.reshape(groups, o // groups, cg * k)
+        out = lucid.matmul(w, cols)                             # (N, g, O/g, L)
+    out = out.reshape(n, o, *out_size)
+    if bias is not None:
+        out = out + bias.reshape(o, *([1] * nd))
+    return out
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, 1)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, 2)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, 3)
+
+
+def _dilate(x, axis, s):
+    """Insert ``s - 1`` zeros between the elements of ``x`` along ``axis``."""
+    if s == 1:
+        return x
+    size = x.shape[axis]
+    x = x.unsqueeze(axis + 1)
+    p = [0, 0] * (x.ndim - axis - 2) + [0, s - 1]
+    x = lucid.pad(x, tuple(p))
+    shape = list(x.shape)
+    shape[axis:axis + 2] = [size * s]
+    x = x.reshape(*shape)
+    return lucid.narrow(x, axis, 0, (size - 1) * s + 1)
+
+
+def _conv_transposend(input, weight, bias, stride, padding, output_padding, groups, dilation,
+                      nd):
+    """The adjoint of convolution: dilate the input by the stride, pad by
+    ``d (k - 1) - p`` (crop when negative), and convolve with the flipped kernel."""
+    stride = _tuple(stride, nd, "stride")
+    padding = _tuple(padding, nd, "padding")
+    output_padding = _tuple(output_padding, nd, "output_padding")
+    dilation = _tuple(dilation, nd, "dilation")
+    cin, og = weight.shape[0], weight.shape[1]
+    kernel = tuple(weight.shape[2:])
+    x = input
+    for a in range(nd):
+        x = _dilate(x, 2 + a, stride[a])
+    pairs = []
+    for a in range(nd):
+        e = dilation[a] * (kernel[a] - 1) - padding[a]
+        pairs.append((e, e + output_padding[a]))
+    x = _pad_spatial(x, pairs)
+    w = lucid.flip(weight, tuple(range(2, 2 + nd)))
+    w = w.reshape(groups, cin // groups, og, *kernel).transpose(1, 2)
+    w = w.reshape(groups * og, cin // groups, *kernel)
+    return _convnd(x, w, bias, 1, 0, dilation, groups, nd)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
+                             dilation, 1)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups,
+                             dilation, 2)
+
+
+# -- pools ----------------------------------------------------------------------------------------------
+
+def _pool_out(size, k, s, p, d, ceil_mode):
+    eff = d * (k - 1) + 1
+    if ceil_mode:
+        out = -(-(size + 2 * p - eff) // s) + 1
+        if (out - 1) * s >= size + p:  # the last window must start inside the input or left pad
+            out -= 1
+    else:
+        out = (size + 2 * p - eff) // s + 1
+    return out
+
+
+def _pool_prep(input, kernel_size, stride, padding, dilation, ceil_mode, nd, fill):
+    kernel = _tuple(kernel_size, nd, "kernel_size")
+    stride = _tuple(stride if stride not in (None, ()) else kernel, nd, "stride")
+    padding = _tuple(padding, nd, "padding")
+    dilation = _tuple(dilation, nd, "dilation")
+    for k, p in zip(kernel, padding):
+        if p > k // 2:
+            raise ValueError(f"pad should be at most half of effective kernel size, got "
+                             f"padding={padding}, kernel_size={kernel}")
+    sizes = input.shape[-nd:]
+    out = tuple(_pool_out(sizes[a], kernel[a], stride[a], padding[a], dilation[a], ceil_mode)
+                for a in range(nd))
+    pairs = []
+    for a in range(nd):
+        need = (out[a] - 1) * stride[a] + dilation[a] * (kernel[a] - 1) + 1
+        pairs.append((padding[a], max(padding[a], need - sizes[a] - padding[a])))
+    x = _pad_spatial(input, pairs, fill)
+    return x, kernel, stride, padding, dilation, out
+
+
+def _batched(input, nd):
+    """Pools accept (C, *spatial) as well as (N, C, *spatial)."""
+    if input.ndim == nd + 1:
+        return input.unsqueeze(0), True
+    return input, False
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """Max over each window; ``return_indices`` gives flat indices into each input plane
+    (first maximum wins, as torch)."""
+    return _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
+                       2)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    return _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
+                       1)
+
+
+def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd):
+    x0, unb = _batched(input, nd)
+    x, kernel, stride, padding, dilation, out = _pool_prep(
+        x0, kernel_size, stride, padding, dilation, ceil_mode, nd, -math.inf)
+    cols = _windows(x, kernel, stride, dilation, out)           # (N, C, K, *out)
+    values, arg = lucid.max(cols, dim=2)
+    if unb:
+        values = values.squeeze(0)
+    if not return_indices:
+        return values
+    # window offset -> flat position in the unpadded input plane
+    arg = arg.numpy()
+    offs = np.array(list(np.ndindex(*kernel)), dtype=np.int64)  # (K, nd)
+    sizes = x0.shape[2:]
+    flat = np.zeros(arg.shape, dtype=np.int64)
+    for a in range(nd):
+        base = np.arange(out[a]) * stride[a] - padding[a]
+        shape = [1] * arg.ndim
+        shape[2 + a] = out[a]
+        pos = base.reshape(shape) + offs[arg, a] * dilation[a]
+        flat = flat * sizes[a] + pos
+    idx = lucid.from_numpy(flat)
+    return values, (idx.squeeze(0) if unb else idx)
+
+
+def _avg_divisor(sizes, kernel, stride, padding, out, count_include_pad):
+    """Per-output-position divisor, as torch computes it (ceil-mode windows that run past
+    the padded input count only the padded part)."""
+    div = np.ones(out, dtype=np.float64)
+    for a in range(len(kernel)):
+        start = np.arange(out[a]) * stride[a] - padding[a]
+        end = np.minimum(start + kernel[a], sizes[a] + padding[a])
+        pool = end - start
+        if not count_include_pad:
+            pool = np.minimum(end, sizes[a]) - np.maximum(start, 0)
+        shape = [1] * len(out)
+        shape[a] = out[a]
+        div = div * pool.reshape(shape)
+    return div
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    return _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override, 2)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    return _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None,
+                       1)
+
+
+def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                divisor_override, nd):
+    x0, unb = _batched(input, nd)
+    x, kernel, stride, padding, dilation, out = _pool_prep(
+        x0, kernel_size, stride, padding, 1, ceil_mode, nd, 0.0)
+    total = _windows(x, kernel, stride, dilation, out).sum(2)
+    if divisor_override:
+        res = total / float(divisor_override)
+    else:
+        div = _avg_divisor(x0.shape[2:], kernel, stride, padding, out, count_include_pad)
+        res = total * lucid.tensor(1.0 / div, dtype=input.dtype)
+    return res.squeeze(0) if unb else res
+
+
+def _adaptive_matrix(size, out):
+    """(out, size) averaging matrix of torch's adaptive pool windows."""
+    m = np.zeros((out, size))
+    for i in range(out):
+        s = (i * size) // out
+        e = -(-((i + 1) * size) // out)
+        m[i, s:e] = 1.0 / (e - s)
+    return m
+
+
+def adaptive_avg_pool2d(input, output_size):
+    x, unb = _batched(input, 2)
+    out = _tuple(output_size, 2, "output_size")
+    out = tuple(x.shape[2 + a] if out[a] is None else out[a] for a in range(2))
+    mh = lucid.tensor(_adaptive_matrix(x.shape[2], out[0]), dtype=x.dtype)
+    mw = lucid.tensor(_adaptive_matrix(x.shape[3], out[1]).T, dtype=x.dtype)
+    res = lucid.matmul(lucid.matmul(mh, x), mw)
+    return res.squeeze(0) if unb else res
+
+
+def adaptive_avg_pool1d(input, output_size):
+    m = lucid.tensor(_adaptive_matrix(input.shape[-1], int(output_size)).T, dtype=input.dtype)
+    return lucid.matmul(input, m)
+
+
+# -- interpolate ---------------------------------------------------------------------------------------------
+
+def _linear_matrix(size, out, align_corners, scale):
+    m = np.zeros((out, size))
+    for i in range(out):
+        if align_corners:
+            src = i * (size - 1) / (out - 1) if out > 1 else 0.0
+        else:
+            src = max((i + 0.5) * scale - 0.5, 0.0)
+        i0 = min(int(math.floor(src)), size - 1)
+        i1 = min(i0 + 1, size - 1)
+        w1 = src - i0
+        m[i, i0] += 1.0 - w1
+        m[i, i1] += w1
+    return m
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resize the spatial dims: ``nearest``, ``linear`` (3-d input) or ``bilinear`` (4-d),
+    as torch (``align_corners`` for the linear modes)."""
+    nd = input.ndim - 2
+    if nd < 1:
+        raise ValueError("interpolate expects a batched input (N, C, ...)")
+    if antialias:
+        raise NotImplementedError("interpolate: antialias is not supported")
+    in_sizes = input.shape[2:]
+    if size is not None:
+        out_sizes = _tuple(size, nd, "size")
+        scales = [in_sizes[a] / out_sizes[a] for a in range(nd)]
+    elif scale_factor is not None:
+        sf = scale_factor if isinstance(scale_factor, (tuple, list)) else (scale_factor,) * nd
+        out_sizes = tuple(int(math.floor(in_sizes[a] * sf[a])) for a in range(nd))
+        if recompute_scale_factor:
+            scales = [in_sizes[a] / out_sizes[a] for a in range(nd)]
+        else:
+            scales = [1.0 / sf[a] for a in range(nd)]
+    else:
+        raise ValueError("either size or scale_factor should be defined")
+    if mode in ("nearest", "nearest-exact"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating "
+                             "modes: linear | bilinear | bicubic | trilinear")
+        out = input
+        for a in range(nd):
+            i = np.arange(out_sizes[a])
+            if mode == "nearest":
+                src = np.floor(i * scales[a])
+            else:
+                src = np.floor((i + 0.5) * scales[a])
+            src = np.minimum(src.astype(np.int64), in_sizes[a] - 1)
+            out = lucid.index_select(out, 2 + a, lucid.from_numpy(src))
+        return out
+    expected = {"linear": 1, "bilinear": 2, "trilinear": 3}
+    if mode not in expected:
+        raise NotImplementedError(f"interpolate: mode {mode!r} is not supported")
+    if expected[mode] != nd:
+        raise ValueError(f"interpolate: mode {mode!r} expects a {expected[mode] + 2}-d input, "
+                         f"got {input.ndim}-d")
+    align = bool(align_corners)
+    out = input
+    for a in range(nd):
+        m = lucid.tensor(_linear_matrix(in_sizes[a], out_sizes[a], align, scales[a]),
+                         dtype=input.dtype)
+        # contract axis 2+a with m: move it last, multiply by m.T, move it back
+        out = lucid.matmul(out.transpose(2 + a, -1), m.T).transpose(2 + a, -1)
+    return out
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+# -- attention ------------------------------------------------------------------------------------------------
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """``softmax(q k^T * scale + mask) v``; a bool mask keeps the True positions."""
+    l_, s_ = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = lucid.matmul(query, key.transpose(-2, -1)) * scale
+    if is_causal:
+        if attn_mask is not None:
+            raise ValueError("scaled_dot_product_attention: pass attn_mask or is_causal, "
+                             "not both")
+        attn_mask = lucid.from_numpy(np.tril(np.ones((l_, s_), dtype=bool)))
+    if attn_mask is not None:
+        if attn_mask.dtype == lucid.bool_:
+            scores = lucid.where(attn_mask, scores, _const(-math.inf, scores))
+        else:
+            scores = scores + attn_mask
+    attn = lucid.softmax(scores, dim=-1)
+    if dropout_p > 0.0:
+        attn = dropout(attn, dropout_p, True)
+    return lucid.matmul(attn, value)
+
+
+def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, in_proj_bias,
+                                 out_proj_weight, out_proj_bias, key_padding_mask=None,
+                                 need_weights=True, attn_mask=None, average_attn_weights=True,
+                                 is_causal=False, dropout_p=0.0, training=True):
+    """Inputs are (L, N, E) (sequence first, as torch's functional form)."""
+    l_, n, e = query.shape
+    s_ = key.shape[0]
+    hd = e // num_heads
+    wq, wk, wv = lucid.chunk(in_proj_weight, 3, 0)
+    bq = bk = bv = None
+    if in_proj_bias is not None:
+        bq, bk, bv = lucid.chunk(in_proj_bias, 3, 0)
+    q = linear(query, wq, bq)
+    k = linear(key, wk, bk)
+    v = linear(value, wv, bv)
+
+    def heads(t, length):  # (L, N, E) -> (N, H, L, hd)
+        return t.reshape(length, n, num_heads, hd).permute(1, 2, 0, 3)
+    q, k, v = heads(q, l_), heads(k, s_), heads(v, s_)
+    mask = None
+    if is_causal and attn_mask is None:
+        attn_mask = lucid.from_numpy(~np.tril(np.ones((l_, s_), dtype=bool)))
+    if attn_mask is not None:  # torch's MHA masks: True (or -inf) means "do not attend"
+        if attn_mask.dtype == lucid.bool_:
+            mask = lucid.where(attn_mask, _const(-math.inf, q), _const(0.0, q))
+        else:
+            mask = attn_mask.to(q.dtype)
+        if mask.ndim == 3:  # (N*H, L, S)
+            mask = mask.reshape(n, num_heads, l_, s_)
+    if key_padding_mask is not None:
+        if key_padding_mask.dtype == lucid.bool_:
+            kpm = lucid.where(key_padding_mask, _const(-math.inf, q), _const(0.0, q))
+        else:
+            kpm = key_padding_mask.to(q.dtype)
+        kpm = kpm.reshape(n, 1, 1, s_)
+        mask = kpm if mask is None else mask + kpm
+    scores = lucid.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+    if mask is not None:
+        scores = scores + mask
+    attn = lucid.softmax(scores, dim=-1)
+    if dropout_p > 0.0 and training:
+        attn = dropout(attn, dropout_p, True)
+    out = lucid.matmul(attn, v)                           # (N, H, L, hd)
+    out = out.permute(2, 0, 1, 3).reshape(l_, n, e)
+    out = linear(out, out_proj_weight, out_proj_bias)
+    if not need_weights:
+        return out, None
+    if average_attn_weights:
+        attn = attn.mean(1)
+    return out, attn
+
+
+# -- losses ---------------------------------------------------------------------------------------------------
+
+def mse_loss(input, target, reduction="mean"):
+    d = input - target
+    return _reduce(d * d, reduction)
+
+
+def l1_loss(input, target, reduction="mean"):
+    return _reduce(lucid.abs(input - target), reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    d = input - target
+    a = lucid.abs(d)
+    loss = lucid.where(a < delta, 0.5 * d * d, delta * (a - 0.5 * delta))
+    return _reduce(loss, reduction)
+
+
+def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
+    d = input - target
+    a = lucid.abs(d)
+    if beta == 0.0:
+        return _reduce(a, reduction)
+    loss = lucid.where(a < beta, (0.5 / beta) * d * d, a - 0.5 * beta)
+    return _reduce(loss, reduction)
+
+
+def _class_weight_shape(ndim):
+    return (1, -1) + (1,) * (ndim - 2)
+
+
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+    """``-input[n, target[n]]`` (times the class weight); class dim is 1. ``mean``
+    divides by the summed weights of the targets that are not ignored."""
+    if input.ndim == 1:  # unbatched (C,) with a 0-d target
+        return nll_loss(input.unsqueeze(0), target.reshape(1), weight, ignore_index, reduction)
+    t = target.long()
+    valid = t != ignore_index
+    safe = lucid.where(valid, t, lucid.zeros_like(t))
+    picked = lucid.gather(input, 1, safe.unsqueeze(1)).squeeze(1)
+    w = valid.to(input.dtype)
+    if weight is not None:
+        w = w * weight[safe]
+    loss = -picked * w
+    if reduction == "mean":
+        return loss.sum() / w.sum()
+    return _reduce(loss, reduction)
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
+                  label_smoothing=0.0):
+    """log_softmax over dim 1, then the NLL of class-index targets, or the cross entropy
+    with probability targets (same shape as input); torch's label smoothing."""
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+    if reduction not in _reduction_names:
+        raise ValueError(f"{reduction!r} is not a valid value for reduction")
+    cdim = 1 if input.ndim > 1 else 0
+    c = input.shape[cdim]
+    logp = lucid.log_softmax(input, dim=cdim)
+    if target.is_floating_point():  # class probabilities
+        if tuple(target.shape) != tuple(input.shape):
+            raise ValueError(f"cross_entropy: probability targets must have the input's shape "
+                             f"{tuple(input.shape)}, got {tuple(target.shape)}")
+        if label_smoothing > 0:
+            target = target * (1 - label_smoothing) + label_smoothing / c
+        prod = logp * target
+        if weight is not None:
+            prod = prod * (weight.reshape(*_class_weight_shape(input.ndim)) if cdim else weight)
+        if reduction == "mean":
+            return -prod.sum() / (input.numel() // c)
+        if reduction == "sum":
+            return -prod.sum()
+        return -prod.sum(cdim)
+    if cdim == 0:
+        return cross_entropy(input.unsqueeze(0), target.reshape(1), weight, ignore_index,
+                             reduction, label_smoothing)
+    nll = nll_loss(logp, target, weight, ignore_index, reduction)
+    if label_smoothing == 0.0:
+        return nll
+    t = target.long()
+    valid = t != ignore_index
+    if weight is not None:
+        smooth = -(logp * weight.reshape(*_class_weight_shape(input.ndim))).sum(1)
+    else:
+        smooth = -logp.sum(1)
+    smooth = smooth * valid.to(smooth.dtype)
+    if reduction == "mean":
+        if weight is not None:
+            safe = lucid.where(valid, t, lucid.zeros_like(t))
+            denom = (weight[safe] * valid.to(weight.dtype)).sum()
+        else:
+            denom = valid.to(smooth.dtype).sum()
+        ret = smooth.sum() / denom
+    elif reduction == "sum":
+        ret = smooth.sum()
+    else:
+        ret = smooth
+    return (1 - label_smoothing) * nll + ret * (label_smoothing / c)
+
+
+def binary_cross_entropy(input, target, weight=None, reduction="mean"):
+    """``-(y log p + (1 - y) log(1 - p))``, each log clamped at -100 as torch."""
+    logp = lucid.clamp(lucid.log(input), min=-100.0)
+    log1mp = lucid.clamp(lucid.log1p(-input), min=-100.0)
+    loss = -(target * logp + (1 - target) * log1mp)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean",
+                                     pos_weight=None):
+    """Sigmoid + BCE in the stable form ``(1 - y) x + w_pos softplus(-x)``."""
+    sp = lucid.softplus(-input)
+    if pos_weight is not None:
+        log_weight = (pos_weight - 1) * target + 1
+        loss = (1 - target) * input + log_weight * sp
+    else:
+        loss = (1 - target) * input + sp
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def kl_div(input, target, reduction="mean", log_target=False):
+    if log_target:
+        loss = lucid.exp(target) * (target - input)
+    else:
+        safe = lucid.where(target > 0, target, lucid.ones_like(target, dtype=target.dtype))
+        loss = lucid.where(target > 0, target * (lucid.log(safe) - input),
+                           lucid.zeros_like(target, dtype=target.dtype))
+    if reduction == "batchmean":
+        return loss.sum() / input.shape[0]
+    return _reduce(loss, reduction)
+
+
+def soft_margin_loss(input, target, reduction="mean"):
+    return _reduce(lucid.softplus(-target * input), reduction)

@@ -1,0 +1,333 @@
+"""Module: the base class of layers and models, with PyTorch's names and behaviour.
+
+Attributes that are Parameters, Modules or buffers are registered on assignment
+(``__setattr__``), which is what ``parameters()``, ``state_dict()`` and ``to()`` walk.
+"""
+from collections import OrderedDict
+
+import lucid
+from lucid.nn.parameter import Parameter
+
+
+
+def _bump_version(t):
+    """Mark ``t`` as modified in place (its values were written through NumPy): an
+    in-place op on an empty view bumps the version counter shared with ``t`` and
+    touches no element."""
+    t.detach().reshape(-1)[:0].mul_(1)
+
+class _IncompatibleKeys(tuple):
+    """(missing_keys, unexpected_keys), as ``load_state_dict`` returns them."""
+
+    def __new__(cls, missing, unexpected):
+        return super().__new__(cls, (missing, unexpected))
+
+    missing_keys = property(lambda self: self[0])
+    unexpected_keys = property(lambda self: self[1])
+
+    def __repr__(self):
+        return f"<All keys matched successfully>" if not (self[0] or self[1]) else (
+            f"_IncompatibleKeys(missing_keys={self[0]}, unexpected_keys={self[1]})")
+
+
+class Module:
+    """Base class for all layers: subclass it, assign layers and Parameters in
+    ``__init__``, and write ``forward``; call the module itself (``model(x)``)."""
+
+    training: bool
+
+    def __init__(self):
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent", set())
+        object.__setattr__(self, "_modules", OrderedDict())
+
+    # -- calling ---------------------------------------------------------------
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} has no forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # -- registration ------------------------------------------------------------
+    def _check_init(self):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(
+                f"cannot assign parameters or modules before {type(self).__name__}.__init__() "
+                "calls super().__init__()")
+
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        if isinstance(value, Parameter):
+            self._check_init()
+            self._remove_from(name, "_buffers", "_modules")
+            d.pop(name, None)
+            d["_parameters"][name] = value
+        elif isinstance(value, Module):
+            self._check_init()
+            self._remove_from(name, "_parameters", "_buffers")
+            d.pop(name, None)
+            d["_modules"][name] = value
+        elif "_parameters" in d and name in d["_parameters"]:
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} as parameter {name!r} "
+                                "(lucid.nn.Parameter or None expected)")
+            d["_parameters"][name] = None
+        elif "_modules" in d and name in d["_modules"]:
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} as child module {name!r}")
+            d["_modules"][name] = None
+        elif "_buffers" in d and name in d["_buffers"]:
+            if value is not None and not isinstance(value, lucid.Tensor):
+                raise TypeError(f"cannot assign {type(value).__name__} as buffer {name!r}")
+            d["_buffers"][name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def _remove_from(self, name, *dicts):
+        for dn in dicts:
+            self.__dict__[dn].pop(name, None)
+
+    def __getattr__(self, name):  # only called when normal lookup fails
+        d = self.__dict__
+        for dn in ("_parameters", "_buffers", "_modules"):
+            if dn in d and name in d[dn]:
+                return d[dn][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        for dn in ("_parameters", "_buffers", "_modules"):
+            if name in self.__dict__.get(dn, {}):
+                del self.__dict__[dn][name]
+                self.__dict__.get("_non_persistent", set()).discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name, param):
+        self._check_init()
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign {type(param).__name__} as parameter {name!r}")
+        self.__dict__.pop(name, None)
+        self._parameters[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        self._check_init()
+        if tensor is not None and not isinstance(tensor, lucid.Tensor):
+            raise TypeError(f"cannot assign {type(tensor).__name__} as buffer {name!r}")
+        self.__dict__.pop(name, None)
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
+            self._non_persistent.add(name)
+
+    def add_module(self, name, module):
+        self._check_init()
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        self.__dict__.pop(name, None)
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def get_submodule(self, target):
+        mod = self
+        for part in target.split(".") if target else ():
+            mod = mod._modules[part]
+        return mod
+
+    # -- walking -----------------------------------------------------------------
+    def named_modules(self, memo=None, prefix=""):
+        memo = set() if memo is None else memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is not None:
+                yield from m.named_modules(memo, prefix + ("." if prefix else "") + name)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        seen = set()
+        for name, m in self._modules.items():
+            if m is not None and id(m) not in seen:
+                seen.add(id(m))
+                yield name, m
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def _named_members(self, attr, prefix, recurse):
+        seen = set()
+        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for mp, m in mods:
+            for name, v in getattr(m, attr).items():
+                if v is None or id(v) in seen:
+                    continue
+                seen.add(id(v))
+                yield mp + ("." if mp else "") + name, v
+
+    def named_parameters(self, prefix="", recurse=True):
+        yield from self._named_members("_parameters", prefix, recurse)
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True):
+        yield from self._named_members("_buffers", prefix, recurse)
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    # -- modes -------------------------------------------------------------------
+    def train(self, mode=True):
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        for m in self.modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                p.grad = lucid.zeros_like(p.grad, dtype=p.grad.dtype)
+
+    def apply(self, fn):
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    # -- dtype (and device) --------------------------------------------------------
+    def _apply_tensors(self, fn):
+        for m in self.modules():
+            for name, p in list(m._parameters.items()):
+                if p is None:
+                    continue
+                new = fn(p.detach())
+                if new is not p.detach():
+                    np_ = Parameter(new, requires_grad=p.requires_grad)
+                    m._parameters[name] = np_
+            for name, b in list(m._buffers.items()):
+                if b is not None:
+                    m._buffers[name] = fn(b)
+        return self
+
+    def to(self, *args, **kwargs):
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``: converts the floating
+        parameters and buffers (new Parameter objects: build optimizers afterwards)."""
+        dtype = kwargs.pop("dtype", None)
+        device = kwargs.pop("device", None)
+        for a in args:
+            if isinstance(a, lucid.DType):
+                dtype = a
+            else:
+                device = a
+        if device is not None:
+            lucid.device(device)  # validates; lucid's CPU path is the only one modules use
+        if dtype is not None:
+            dtype = lucid.DType(dtype) if not isinstance(dtype, lucid.DType) else dtype
+            if not dtype.is_floating_point:
+                raise TypeError(f"Module.to() only accepts floating dtypes, got {dtype}")
+
+            def cast(t):
+                return t.to(dtype) if t.is_floating_point() and t.dtype != dtype else t
+            self._apply_tensors(cast)
+        return self
+
+    def float(self):
+        return self.to(lucid.float32)
+
+    def double(self):
+        return self.to(lucid.float64)
+
+    def cpu(self):
+        return self
+
+    # -- state dicts ---------------------------------------------------------------
+    def state_dict(self, destination=None, prefix="", keep_vars=False):
+        """Parameters and persistent buffers by dotted name (detached unless keep_vars)."""
+        out = OrderedDict() if destination is None else destination
+        for mp, m in self.named_modules(prefix=prefix.rstrip(".")):
+            pre = mp + "." if mp else ""
+            for name, p in m._parameters.items():
+                if p is not None:
+                    out[pre + name] = p if keep_vars else p.detach()
+            for name, b in m._buffers.items():
+                if b is not None and name not in m._non_persistent:
+                    out[pre + name] = b if keep_vars else b.detach()
+        return out
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy values into this module's parameters and buffers (same shapes); with
+        ``strict``, missing or unexpected keys raise a KeyError naming them."""
+        own = self.state_dict(keep_vars=True)
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        if strict and (missing or unexpected):
+            raise KeyError(
+                f"Error(s) in loading state_dict for {type(self).__name__}: "
+                f"missing keys {missing}, unexpected keys {unexpected}")
+        errors = []
+        for k, t in own.items():
+            if k not in state_dict:
+                continue
+            src = state_dict[k]
+            src_np = src.detach().numpy() if isinstance(src, lucid.Tensor) else src
+            dst = t.detach().numpy()
+            if tuple(getattr(src_np, "shape", ())) != dst.shape:
+                errors.append(f"size mismatch for {k}: copying a param with shape "
+                              f"{tuple(src_np.shape)}, the parameter in the current model has "
+                              f"shape {dst.shape}")
+                continue
+            dst[...] = src_np
+            _bump_version(t)
+        if errors:
+            raise ValueError("Error(s) in loading state_dict for "
+                             f"{type(self).__name__}:\n\t" + "\n\t".join(errors))
+        return _IncompatibleKeys(missing, unexpected)
+
+    # -- repr ------------------------------------------------------------------------
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        lines = []
+        extra = self.extra_repr()
+        if extra:
+            lines = extra.split("\n")
+        for name, m in self._modules.items():
+            sub = repr(m).replace("\n", "\n  ")
+            lines.append(f"({name}): {sub}")
+        main = type(self).__name__ + "("
+        if not lines:
+            return main + ")"
+        if len(lines) == 1 and not self._modules:
+            return main + lines[0] + ")"
+        return main + "\n  " + "\n  ".join(lines) + "\n)"
+
+    def __dir__(self):
+        keys = list(super().__dir__())
+        for dn in ("_parameters", "_buffers", "_modules"):
+            keys += list(self.__dict__.get(dn, {}))
+        return sorted(set(keys))
