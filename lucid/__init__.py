@@ -60,6 +60,15 @@ from lucid.ops import __all__ as _ops_all  # noqa: E402
 
 half, double = float16, float64
 
+# NumPy interop: the protocols installed on Tensor, DLPack, lucid.differentiable.
+from lucid._interop import differentiable, from_dlpack  # noqa: E402
+
+pi = 3.141592653589793
+e = 2.718281828459045
+inf = float("inf")
+nan = float("nan")
+newaxis = None
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -69,5 +78,5 @@ __all__ = [
     "empty_like", "enable_grad", "eye", "float16", "float32", "float64", "from_numpy", "full",
     "full_like", "int32", "int64", "is_grad_enabled", "linspace", "manual_seed", "no_grad",
     "ones", "ones_like", "ops", "rand", "randn", "set_grad_enabled", "tensor", "zeros",
-    "zeros_like",
+    "zeros_like", "differentiable", "from_dlpack", "pi", "e", "inf", "nan", "newaxis",
 ] + list(_ops_all)

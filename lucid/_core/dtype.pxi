@@ -27,6 +27,11 @@ cdef class DType:
     def __reduce__(self):
         return (_dtype_by_name, (self.name,))
 
+    @property
+    def dtype(self):
+        """The NumPy dtype, so that ``np.dtype(t.dtype)`` (and pandas) understand a lucid dtype."""
+        return self.numpy_dtype
+
 
 cdef DType _make_dtype(str name, int code, object np_dtype, bint is_float):
     cdef DType d = DType.__new__(DType)
@@ -66,7 +71,11 @@ cdef inline DType _dtype_of_array(cnp.ndarray a):
     """The lucid dtype of an ndarray, or a clear error."""
     cdef int num = cnp.PyArray_TYPE(a)
     cdef object d = _DT_BY_TYPENUM[num] if 0 <= num < 32 else None
-    if d is None or not cnp.PyArray_ISNOTSWAPPED(a):
+    if d is not None and not cnp.PyArray_ISNOTSWAPPED(a):
+        raise UnsupportedDTypeError(
+            f"lucid cannot share memory with a NumPy array of non-native byte order ({a.dtype!r}); "
+            "use lucid.tensor(a) (it converts) or a.astype(a.dtype.newbyteorder('='))")
+    if d is None:
         raise UnsupportedDTypeError(
             f"lucid does not support NumPy dtype {a.dtype!r}; supported: "
             "float16, float32, float64, int32, int64, bool "

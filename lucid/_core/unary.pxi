@@ -339,6 +339,11 @@ cdef void _add_tensor_method(str name, object fn) except *:
     PyType_Modified(<PyTypeObject *>Tensor)
 
 
+def _install_tensor_method(str name, fn):
+    """_add_tensor_method for pure-Python modules (lucid/_interop.py: the NumPy protocols)."""
+    _add_tensor_method(name, fn)
+
+
 # -- dtype casts and copies (recorded like any op) ----------------------------
 
 cdef OpSchema _TO_SCHEMA = _register("to", "KeepInput")
