@@ -744,10 +744,11 @@ def differentiable(fn):
         x = lucid.tensor([0., 1., 3.], dtype=lucid.float64, requires_grad=True)
         (g,) = lucid.autograd.grad(energy(x), x)
 
-    Helper functions it calls are left as they are: the protocols still route their
-    NumPy calls, except ``np.array``/``np.asarray`` of a tensor, which need the
-    decorator (or ``import lucid.numpy as np``). Writes to module globals from inside
-    the function go to a private copy of them.
+    Plain functions of the same module that it calls (helpers) get the same rebinding;
+    functions from other modules are left as they are (the protocols still route their
+    NumPy calls, but there ``np.array``/``np.asarray`` of a tensor raise, as they would
+    drop the gradient). Writes to module globals from inside the function go to a
+    private copy of them.
     """
     import functools
 
@@ -763,14 +764,21 @@ def differentiable(fn):
             return getattr(lnp, "_OVERRIDES", {}).get(name, value)
         return value
 
+    def clone(f, globs):
+        g = types.FunctionType(f.__code__, globs, f.__name__, f.__defaults__, f.__closure__)
+        g.__kwdefaults__ = f.__kwdefaults__
+        g.__qualname__ = f.__qualname__
+        return g
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        g = fn.__globals__
-        patched = {k: rebind(v) for k, v in g.items()}
-        inner = types.FunctionType(fn.__code__, patched, fn.__name__, fn.__defaults__,
-                                   fn.__closure__)
-        inner.__kwdefaults__ = fn.__kwdefaults__
-        return inner(*args, **kwargs)
+        home = fn.__globals__
+        patched = {k: rebind(v) for k, v in home.items()}
+        # Plain functions of the same module see the same rebinding (helpers).
+        for k, v in list(patched.items()):
+            if isinstance(v, types.FunctionType) and v.__globals__ is home:
+                patched[k] = clone(v, patched)
+        return clone(fn, patched)(*args, **kwargs)
 
     wrapper.__wrapped_numpy__ = fn
     return wrapper

@@ -343,9 +343,13 @@ def _gaussian_nll(params, data):
     return np.sum(0.5 * z ** 2 + log_sigma + 0.5 * np.log(2 * np.pi))
 
 
+def _springs(x):
+    return np.array([x[1] - x[0], x[2] - x[1]])
+
+
 def _chain_energy(x):
-    """Plain NumPy, with np.array of parts and np.zeros written into."""
-    springs = np.array([x[1] - x[0], x[2] - x[1]])
+    """Plain NumPy, with np.array of parts (in a helper) and np.zeros written into."""
+    springs = _springs(x)
     y = np.zeros(3)
     y[0] = x[0] ** 2
     return np.sum(springs ** 2) + np.sum(y) + np.linalg.norm(x)
@@ -361,6 +365,7 @@ def test_differentiable_gaussian_nll(rng):
     (g,) = lucid.autograd.grad(val, t)
     np.testing.assert_allclose(g.numpy(), _fd_grad(lambda v: _gaussian_nll(v, data), p), rtol=1e-6)
     assert _gaussian_nll(p, data) == pytest.approx(float(val))    # the original is untouched
+    assert np is __import__("numpy") and isinstance(_springs(np.ones(3)), np.ndarray)
 
 
 def test_differentiable_with_array_and_item_assignment():
@@ -399,3 +404,43 @@ def test_lucid_numpy_namespace():
     with pytest.raises(AttributeError, match="numpy.linalg.inv"):
         lnp.linalg.inv
     assert lnp.exp(1.0) == np.exp(1.0)         # plain data stays plain NumPy
+
+
+def test_without_the_decorator_np_array_of_tensors_refuses_to_drop_the_graph():
+    t = lucid.tensor([0.3, -1.2, 2.0], requires_grad=True)
+    with pytest.raises(lucid.LucidError, match="detach"):
+        _chain_energy(t)
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (2, 0), (1, 3)])
+def test_edge_shapes_through_numpy(shape):
+    x = np.random.default_rng(1).uniform(0.5, 1.5, size=shape)
+    t = lucid.tensor(x, requires_grad=True)
+    out = np.log(t) * np.float64(2.0) + np.ones(shape)
+    np.testing.assert_allclose(out.detach().numpy(), np.log(x) * 2 + 1, rtol=1e-12)
+    assert out.shape == x.shape
+    (g,) = lucid.autograd.grad(np.sum(out), t)
+    np.testing.assert_allclose(g.numpy(), 2 / x, rtol=1e-12)
+
+
+def test_scalar_on_the_left_and_special_values():
+    t = lucid.tensor([0.0, np.inf, -np.inf, np.nan])
+    r = np.float64(2.0) ** t
+    assert r.dtype == lucid.float32
+    np.testing.assert_array_equal(r.numpy(), np.float32(2.0) ** t.numpy())
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(np.log(lucid.tensor([0.0, -0.0])).numpy(), [-np.inf, -np.inf])
+    np.testing.assert_array_equal(np.maximum(t, 1.0).numpy()[:3], [1.0, np.inf, 1.0])
+    assert np.isnan(np.maximum(t, 1.0).numpy()[3])
+
+
+def test_non_contiguous_tensor_through_ufuncs(rng):
+    x = rng.uniform(-1, 1, size=(4, 6))
+    t = lucid.tensor(x, requires_grad=True)
+    view = t.T[::2]
+    out = np.tanh(view) * np.arange(4.0)
+    np.testing.assert_allclose(out.detach().numpy(), np.tanh(x.T[::2]) * np.arange(4.0), rtol=1e-12)
+    (g,) = lucid.autograd.grad(out.sum(), t)
+    expect = np.zeros_like(x)
+    expect.T[::2] = (1 - np.tanh(x.T[::2]) ** 2) * np.arange(4.0)
+    np.testing.assert_allclose(g.numpy(), expect, rtol=1e-12)
