@@ -155,7 +155,8 @@ def _ufunc_general(ufunc, method, inputs, kwargs):
             raise TypeError(f"np.{name}: lucid does not support the argument(s) {sorted(kwargs)}")
         fn = _ufunc_op(ufunc)
         if dtype is not None:
-            inputs = tuple(x.to(dtype) if _is_t(x) else lucid.tensor(x, dtype=dtype) for x in inputs)
+            inputs = tuple(x.to(dtype) if _is_t(x) else lucid.tensor(x, dtype=dtype)
+                           for x in inputs)
         result = fn(*inputs)
         if where is not True:
             if out is None:
@@ -248,7 +249,8 @@ def _min(a, axis=None, out=None, keepdims=False, initial=_NoValue, where=_NoValu
 
 
 def _ptp(a, axis=None, out=None, keepdims=False):
-    r = lucid.sub(lucid.amax(a, _axis_all(axis), keepdims), lucid.amin(a, _axis_all(axis), keepdims))
+    dims = _axis_all(axis)
+    r = lucid.sub(lucid.amax(a, dims, keepdims), lucid.amin(a, dims, keepdims))
     return _write_out("ptp", r, out)
 
 
@@ -258,7 +260,7 @@ def _var_std(name, fn):
         _reject(name, where=(where, _NoValue), mean=(mean, _NoValue))
         if correction is not _NoValue:
             if ddof != 0:
-                raise ValueError(f"np.{name}: ddof and correction can't be provided simultaneously.")
+                raise ValueError(f"np.{name}: pass ddof or correction, not both")
             ddof = correction
         x = a.to(dtype) if dtype is not None else a
         return _write_out(name, fn(x, axis, keepdim=keepdims, correction=ddof), out)
@@ -382,7 +384,8 @@ def _atleast(nd):
         if x.ndim >= nd:
             return x
         if nd == 3:
-            return lucid.reshape(x, {0: (1, 1, 1), 1: (1, x.shape[0], 1)}.get(x.ndim, x.shape + (1,)))
+            shape3 = {0: (1, 1, 1), 1: (1, x.shape[0], 1)}.get(x.ndim, x.shape + (1,))
+            return lucid.reshape(x, shape3)
         return lucid.reshape(x, (1,) * (nd - x.ndim) + x.shape)
 
     def impl(*arys):
@@ -720,7 +723,7 @@ def from_dlpack(ext_tensor, *, copy=None):
         raise TypeError(f"from_dlpack() needs an object with __dlpack__ (or a DLPack capsule), "
                         f"got {type(ext_tensor).__name__}")
     try:
-        arr = np.from_dlpack(ext_tensor, copy=copy) if copy is not None else np.from_dlpack(ext_tensor)
+        arr = np.from_dlpack(ext_tensor, **({} if copy is None else {"copy": copy}))
     except (BufferError, RuntimeError) as e:
         raise BufferError(f"from_dlpack(): {e}") from None
     return lucid.from_numpy(arr)

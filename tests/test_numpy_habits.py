@@ -75,14 +75,16 @@ X = np.random.default_rng(0).uniform(-1, 1, size=(3, 4))
     (lambda t: lucid.argmax(t, axis=1), lambda a: np.argmax(a, axis=1)),
     (lambda t: t.argmin(axis=0), lambda a: a.argmin(axis=0)),
     (lambda t: lucid.var(t, axis=1, ddof=0), lambda a: np.var(a, axis=1)),
-    (lambda t: t.std(axis=0, ddof=1, keepdims=True), lambda a: a.std(axis=0, ddof=1, keepdims=True)),
+    (lambda t: t.std(axis=0, ddof=1, keepdims=True),
+     lambda a: a.std(axis=0, ddof=1, keepdims=True)),
     (lambda t: lucid.logsumexp(t, axis=1), lambda a: np.log(np.exp(a).sum(axis=1))),
     (lambda t: lucid.norm(t, axis=1), lambda a: np.linalg.norm(a, axis=1)),
     (lambda t: lucid.cumsum(t, axis=1), lambda a: np.cumsum(a, axis=1)),
     (lambda t: t.cumprod(axis=0), lambda a: np.cumprod(a, axis=0)),
     (lambda t: lucid.softmax(t, axis=1), lambda a: np.exp(a) / np.exp(a).sum(1, keepdims=True)),
     (lambda t: lucid.all(t > -2, axis=0), lambda a: np.all(a > -2, axis=0)),
-    (lambda t: lucid.any(t > 0.9, axis=1, keepdims=True), lambda a: np.any(a > 0.9, axis=1, keepdims=True)),
+    (lambda t: lucid.any(t > 0.9, axis=1, keepdims=True),
+     lambda a: np.any(a > 0.9, axis=1, keepdims=True)),
     (lambda t: lucid.cat([t, t], axis=1), lambda a: np.concatenate([a, a], axis=1)),
     (lambda t: lucid.concat([t, t], axis=0), lambda a: np.concatenate([a, a], axis=0)),
     (lambda t: lucid.stack([t, t], axis=2), lambda a: np.stack([a, a], axis=2)),
@@ -193,7 +195,7 @@ def test_write_through_numpy_is_invisible_to_the_version_counter():
     assert t._version == v and t[0].item() == 3.0
 
 
-# -- the dtype mapping with NumPy is total ----------------------------------------------------------
+# -- the dtype mapping with NumPy is total ---------------------------------------------------
 
 @pytest.mark.parametrize("a", [
     np.array([1 + 2j]), np.array(["a"]), np.array([object()], dtype=object),
