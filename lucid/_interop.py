@@ -164,7 +164,8 @@ def _ufunc_general(ufunc, method, inputs, kwargs):
                                 "uninitialised)")
             result = lucid.where(lucid.tensor(where) if not _is_t(where) else where, result,
                                  out if _is_t(out) else lucid.tensor(out))
-        return _write_out(name, result, out)
+        r = result
+        return r if out is None else _write_out(name, r, out)
     if method == "reduce":
         table, default_axis = _REDUCE, 0
     elif method == "accumulate":
@@ -220,70 +221,88 @@ def _axis_all(axis):
 
 
 def _sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=_NoValue, where=_NoValue):
-    _reject("sum", initial=(initial, _NoValue), where=(where, _NoValue))
-    return _write_out("sum", lucid.sum(a, axis, keepdims, dtype=dtype), out)
+    if initial is not _NoValue or where is not _NoValue:
+        _reject("sum", initial=(initial, _NoValue), where=(where, _NoValue))
+    r = lucid.sum(a, axis, keepdims, dtype=dtype)
+    return r if out is None else _write_out("sum", r, out)
 
 
 def _mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=_NoValue):
-    _reject("mean", where=(where, _NoValue))
-    return _write_out("mean", lucid.mean(a, axis, keepdims, dtype=dtype), out)
+    if where is not _NoValue:
+        _reject("mean", where=(where, _NoValue))
+    r = lucid.mean(a, axis, keepdims, dtype=dtype)
+    return r if out is None else _write_out("mean", r, out)
 
 
 def _prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=_NoValue, where=_NoValue):
-    _reject("prod", initial=(initial, _NoValue), where=(where, _NoValue))
+    if initial is not _NoValue or where is not _NoValue:
+        _reject("prod", initial=(initial, _NoValue), where=(where, _NoValue))
     if isinstance(axis, tuple):
         if len(axis) != 1:
             raise TypeError("np.prod: lucid reduces a product over one axis or all of them")
         axis = axis[0]
-    return _write_out("prod", lucid.prod(a, axis, keepdims, dtype=dtype), out)
+    r = lucid.prod(a, axis, keepdims, dtype=dtype)
+    return r if out is None else _write_out("prod", r, out)
 
 
 def _max(a, axis=None, out=None, keepdims=False, initial=_NoValue, where=_NoValue):
-    _reject("max", initial=(initial, _NoValue), where=(where, _NoValue))
-    return _write_out("max", lucid.amax(a, _axis_all(axis), keepdims), out)
+    if initial is not _NoValue or where is not _NoValue:
+        _reject("max", initial=(initial, _NoValue), where=(where, _NoValue))
+    r = lucid.amax(a, _axis_all(axis), keepdims)
+    return r if out is None else _write_out("max", r, out)
 
 
 def _min(a, axis=None, out=None, keepdims=False, initial=_NoValue, where=_NoValue):
-    _reject("min", initial=(initial, _NoValue), where=(where, _NoValue))
-    return _write_out("min", lucid.amin(a, _axis_all(axis), keepdims), out)
+    if initial is not _NoValue or where is not _NoValue:
+        _reject("min", initial=(initial, _NoValue), where=(where, _NoValue))
+    r = lucid.amin(a, _axis_all(axis), keepdims)
+    return r if out is None else _write_out("min", r, out)
 
 
 def _ptp(a, axis=None, out=None, keepdims=False):
     dims = _axis_all(axis)
     r = lucid.sub(lucid.amax(a, dims, keepdims), lucid.amin(a, dims, keepdims))
-    return _write_out("ptp", r, out)
+    return r if out is None else _write_out("ptp", r, out)
 
 
 def _var_std(name, fn):
     def impl(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=_NoValue,
              mean=_NoValue, correction=_NoValue):
-        _reject(name, where=(where, _NoValue), mean=(mean, _NoValue))
+        if where is not _NoValue or mean is not _NoValue:
+            _reject(name, where=(where, _NoValue), mean=(mean, _NoValue))
         if correction is not _NoValue:
             if ddof != 0:
                 raise ValueError(f"np.{name}: pass ddof or correction, not both")
             ddof = correction
         x = a.to(dtype) if dtype is not None else a
-        return _write_out(name, fn(x, axis, keepdim=keepdims, correction=ddof), out)
+        r = fn(x, axis, keepdim=keepdims, correction=ddof)
+        return r if out is None else _write_out(name, r, out)
     impl.__name__ = name
     return impl
 
 
 def _argmax(a, axis=None, out=None, *, keepdims=False):
-    return _write_out("argmax", lucid.argmax(a, axis, keepdims), out)
+    r = lucid.argmax(a, axis, keepdims)
+    return r if out is None else _write_out("argmax", r, out)
 
 
 def _argmin(a, axis=None, out=None, *, keepdims=False):
-    return _write_out("argmin", lucid.argmin(a, axis, keepdims), out)
+    r = lucid.argmin(a, axis, keepdims)
+    return r if out is None else _write_out("argmin", r, out)
 
 
 def _all(a, axis=None, out=None, keepdims=False, *, where=_NoValue):
-    _reject("all", where=(where, _NoValue))
-    return _write_out("all", lucid.all(a, axis, keepdims), out)
+    if where is not _NoValue:
+        _reject("all", where=(where, _NoValue))
+    r = lucid.all(a, axis, keepdims)
+    return r if out is None else _write_out("all", r, out)
 
 
 def _any(a, axis=None, out=None, keepdims=False, *, where=_NoValue):
-    _reject("any", where=(where, _NoValue))
-    return _write_out("any", lucid.any(a, axis, keepdims), out)
+    if where is not _NoValue:
+        _reject("any", where=(where, _NoValue))
+    r = lucid.any(a, axis, keepdims)
+    return r if out is None else _write_out("any", r, out)
 
 
 def _count_nonzero(a, axis=None, *, keepdims=False):
@@ -298,7 +317,8 @@ def _cum(name, fn):
     def impl(a, axis=None, dtype=None, out=None):
         if axis is None:
             a, axis = _flat(a), 0
-        return _write_out(name, fn(a, axis, dtype=dtype), out)
+        r = fn(a, axis, dtype=dtype)
+        return r if out is None else _write_out(name, r, out)
     impl.__name__ = name
     return impl
 
@@ -319,7 +339,8 @@ def _average(a, axis=None, weights=None, returned=False, *, keepdims=False):
 
 
 def _reshape(a, /, shape=None, order="C", *, newshape=None, copy=None):
-    _reject("reshape", order=(order, "C"), copy=(copy, None))
+    if order != "C" or copy is not None:
+        _reject("reshape", order=(order, "C"), copy=(copy, None))
     shape = newshape if shape is None else shape
     if shape is None:
         raise TypeError("np.reshape() missing the shape")
@@ -327,7 +348,8 @@ def _reshape(a, /, shape=None, order="C", *, newshape=None, copy=None):
 
 
 def _ravel(a, order="C"):
-    _reject("ravel", order=(order, "C"))
+    if order != "C":
+        _reject("ravel", order=(order, "C"))
     return _flat(a)
 
 
@@ -364,18 +386,22 @@ def _expand_dims(a, axis):
 
 
 def _concatenate(arrays, /, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    _reject("concatenate", casting=(casting, "same_kind"))
+    if casting != "same_kind":
+        _reject("concatenate", casting=(casting, "same_kind"))
     arrays = list(arrays)
     if axis is None:
         arrays, axis = [_flat(x) for x in arrays], 0
     r = lucid.cat([x if _is_t(x) else lucid.tensor(x) for x in arrays], axis)
-    return _write_out("concatenate", r.to(dtype) if dtype is not None else r, out)
+    r = r.to(dtype) if dtype is not None else r
+    return r if out is None else _write_out("concatenate", r, out)
 
 
 def _stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    _reject("stack", casting=(casting, "same_kind"))
+    if casting != "same_kind":
+        _reject("stack", casting=(casting, "same_kind"))
     r = lucid.stack([x if _is_t(x) else lucid.tensor(x) for x in arrays], axis)
-    return _write_out("stack", r.to(dtype) if dtype is not None else r, out)
+    r = r.to(dtype) if dtype is not None else r
+    return r if out is None else _write_out("stack", r, out)
 
 
 def _atleast(nd):
@@ -454,7 +480,8 @@ def _clip(a, a_min=_NoValue, a_max=_NoValue, out=None, *, min=_NoValue, max=_NoV
     hi = max if max is not _NoValue else a_max
     lo = None if lo is _NoValue else lo
     hi = None if hi is _NoValue else hi
-    return _write_out("clip", lucid.clip(a, lo, hi), out)
+    r = lucid.clip(a, lo, hi)
+    return r if out is None else _write_out("clip", r, out)
 
 
 def _dot(a, b, out=None):
@@ -468,7 +495,7 @@ def _dot(a, b, out=None):
         r = lucid.matmul(ta, tb)
     else:
         raise _unsupported("np.dot of arrays with more than 2 dims", " (use np.matmul)")
-    return _write_out("dot", r, out)
+    return r if out is None else _write_out("dot", r, out)
 
 
 def _inner(a, b):
@@ -478,7 +505,8 @@ def _inner(a, b):
 def _outer(a, b, out=None):
     ta = a if _is_t(a) else lucid.tensor(a)
     tb = b if _is_t(b) else lucid.tensor(b)
-    return _write_out("outer", lucid.outer(_flat(ta), _flat(tb)), out)
+    r = lucid.outer(_flat(ta), _flat(tb))
+    return r if out is None else _write_out("outer", r, out)
 
 
 def _norm(x, ord=None, axis=None, keepdims=False):
@@ -516,7 +544,7 @@ def _round(a, decimals=0, out=None):
     else:
         s = 10.0 ** decimals
         r = lucid.div(lucid.round(lucid.mul(a, s)), s)
-    return _write_out("round", r, out)
+    return r if out is None else _write_out("round", r, out)
 
 
 def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
@@ -537,14 +565,16 @@ def _isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 
 def _array_equal(a1, a2, equal_nan=False):
-    _reject("array_equal", equal_nan=(equal_nan, False))
+    if equal_nan is not False:
+        _reject("array_equal", equal_nan=(equal_nan, False))
     t1 = a1 if _is_t(a1) else lucid.tensor(a1)
     t2 = a2 if _is_t(a2) else lucid.tensor(a2)
     return t1.shape == t2.shape and bool(lucid.all(lucid.eq(t1, t2)))
 
 
 def _diff(a, n=1, axis=-1, prepend=_NoValue, append=_NoValue):
-    _reject("diff", prepend=(prepend, _NoValue), append=(append, _NoValue))
+    if prepend is not _NoValue or append is not _NoValue:
+        _reject("diff", prepend=(prepend, _NoValue), append=(append, _NoValue))
     lead = (slice(None),) * (axis % a.ndim)
     for _ in range(n):
         a = lucid.sub(a[lead + (slice(1, None),)], a[lead + (slice(None, -1),)])
