@@ -63,6 +63,15 @@ half, double = float16, float64
 from lucid import nn, optim  # noqa: E402
 from lucid.serialization import load, save  # noqa: E402
 
+# NumPy interop: the protocols installed on Tensor, DLPack, lucid.differentiable.
+from lucid._interop import differentiable, from_dlpack  # noqa: E402
+
+pi = 3.141592653589793
+e = 2.718281828459045
+inf = float("inf")
+nan = float("nan")
+newaxis = None
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -72,5 +81,6 @@ __all__ = [
     "float32", "float64", "from_numpy", "full", "get_num_threads", "half", "initial_seed", "int32",
     "int64", "is_grad_enabled", "linspace", "manual_seed", "no_grad", "normal", "ones", "ops",
     "rand", "randint", "randn", "set_grad_enabled", "set_num_threads", "tensor",
-    "use_deterministic_algorithms", "zeros", "nn", "optim", "save", "load",
+    "use_deterministic_algorithms", "zeros", "nn", "optim", "save", "load", "differentiable",
+    "from_dlpack", "pi", "e", "inf", "nan", "newaxis",
 ] + list(_ops_all)

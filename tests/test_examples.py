@@ -31,3 +31,11 @@ def test_spirals_are_not_linearly_separable():
     linear_acc = np.mean(np.argmax(feats @ w, axis=1) == y)
     assert linear_acc < 0.7
     assert lucid.is_grad_enabled()
+
+
+def test_numpy_gaussian_fit_matches_the_closed_form():
+    """An unmodified NumPy routine, differentiated by lucid, finds the MLE."""
+    mod = runpy.run_path(os.path.join(EXAMPLES, "numpy_gaussian_fit.py"))
+    mu, sigma, data = mod["main"]()
+    assert abs(mu - data.mean()) < 1e-3
+    assert abs(sigma - data.std()) < 1e-3

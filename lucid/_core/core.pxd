@@ -121,6 +121,8 @@ cdef int _norm_dim(object dim, int ndim) except? -1
 cdef tuple _norm_dims(object dim, int ndim)
 cdef tuple _keepdim_shape(tuple in_shape, tuple axes)
 cdef tuple _size_args(tuple args)
+cdef object _np_alias(str fn, str torch_name, object torch_value, object torch_default,
+                      str np_name, object np_value)
 cdef void _check_device(object dev) except *
 cdef bint _contains_tensor(object seq)
 cdef object _tensors_to_nested(object seq)

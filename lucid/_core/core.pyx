@@ -7,6 +7,8 @@ kernels and backward nodes, never their own dispatch. Public functions reach
 ``lucid`` / ``lucid.ops`` and Tensor methods through :func:`export`.
 """
 cimport numpy as cnp
+from cpython.buffer cimport PyBuffer_Release, PyObject_GetBuffer
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject, PyTypeObject
 import builtins
 import enum
@@ -40,6 +42,11 @@ cdef class DType:
 
     def __reduce__(self):
         return (_dtype_by_name, (self.name,))
+
+    @property
+    def dtype(self):
+        """The NumPy dtype, so that ``np.dtype(t.dtype)`` (and pandas) understand a lucid dtype."""
+        return self.numpy_dtype
 
 
 cdef DType _make_dtype(str name, int code, object np_dtype, bint is_float):
@@ -84,7 +91,11 @@ cdef DType _dtype_of_array(cnp.ndarray a):
     """The lucid dtype of an ndarray, or a clear error."""
     cdef int num = cnp.PyArray_TYPE(a)
     cdef object d = _DT_BY_TYPENUM[num] if 0 <= num < 32 else None
-    if d is None or not cnp.PyArray_ISNOTSWAPPED(a):
+    if d is not None and not cnp.PyArray_ISNOTSWAPPED(a):
+        raise UnsupportedDTypeError(
+            f"lucid cannot share memory with a NumPy array of non-native byte order ({a.dtype!r}); "
+            "use lucid.tensor(a) (it converts) or a.astype(a.dtype.newbyteorder('='))")
+    if d is None:
         raise UnsupportedDTypeError(
             f"lucid does not support NumPy dtype {a.dtype!r}; supported: "
             "float16, float32, float64, int32, int64, bool "
@@ -388,6 +399,37 @@ cdef class Tensor:
             raise TypeError("iteration over a 0-d tensor")
         return (self[i] for i in range(_shp(self._data)[0]))
 
+    # The buffer protocol (memoryview(t)): the storage ndarray's own buffer, no copy.
+    # A tensor that requires grad refuses, so np.asarray(t) falls through to __array__'s error.
+    def __getbuffer__(self, Py_buffer *buffer, int flags):
+        if self._requires_grad:
+            raise BufferError("a tensor that requires grad does not export its buffer; detach() it")
+        cdef Py_buffer *inner = <Py_buffer *>PyMem_Malloc(sizeof(Py_buffer))
+        if inner == NULL:
+            raise MemoryError()
+        try:
+            PyObject_GetBuffer(self._data, inner, flags)   # raises e.g. for writable from read-only
+        except BaseException:
+            PyMem_Free(inner)
+            raise
+        buffer.buf = inner.buf
+        buffer.len = inner.len
+        buffer.itemsize = inner.itemsize
+        buffer.readonly = inner.readonly
+        buffer.ndim = inner.ndim
+        buffer.format = inner.format
+        buffer.shape = inner.shape
+        buffer.strides = inner.strides
+        buffer.suboffsets = inner.suboffsets
+        buffer.internal = inner
+        buffer.obj = self
+
+    def __releasebuffer__(self, Py_buffer *buffer):
+        if buffer.internal != NULL:
+            PyBuffer_Release(<Py_buffer *>buffer.internal)
+            PyMem_Free(buffer.internal)
+            buffer.internal = NULL
+
     # Elementwise __eq__ makes tensors unhashable by default; hash by identity as PyTorch.
     def __hash__(self):
         return id(self)
@@ -590,6 +632,17 @@ cdef int _norm_dim(object dim, int ndim) except? -1:
     return d + ndim if d < 0 else (d if ndim > 0 else 0)
 
 
+cdef object _np_alias(str fn, str torch_name, object torch_value, object torch_default,
+                      str np_name, object np_value):
+    """NumPy's keyword (axis=, keepdims=, ddof=) next to torch's (dim=, keepdim=, correction=):
+    whichever is given wins; both is an error."""
+    if np_value is None:
+        return torch_value
+    if torch_value is not torch_default:
+        raise TypeError(f"{fn}() got both {torch_name}= and {np_name}=; pass one of them")
+    return np_value
+
+
 cdef tuple _size_args(tuple args):
     """``zeros(2, 3)`` and ``zeros((2, 3))`` both mean the shape (2, 3)."""
     if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
@@ -630,23 +683,42 @@ cdef cnp.ndarray _array_from_data(object data, DType dt):
     if a.dtype.kind == "u" and a.dtype.itemsize == 8 and a.size and a.max() > 0x7FFFFFFFFFFFFFFF:
         raise UnsupportedDTypeError(
             f"uint64 value {a.max()} does not fit in lucid's largest integer dtype, int64")
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
     if dt is None:
-        if isinstance(data, np.ndarray) or isinstance(data, np.generic):
-            if a.dtype.kind == "u" or a.dtype.kind == "i" and a.dtype.itemsize < 4:
-                dt = int64
+        # As torch.tensor: Python numbers give the default dtypes (float32, int64); NumPy
+        # arrays and scalars, pandas columns and other array-likes keep theirs, also
+        # inside lists ([np.float64(.1)] -> float64, [np.float32(1), 2.0] -> float32).
+        if isinstance(data, (list, tuple)):
+            if a.dtype.kind == "f":
+                dt = float64 if a.dtype.itemsize == 8 and _holds_numpy_float64(data) else (
+                    float16 if a.dtype.itemsize == 2 else float32)
+            elif a.dtype.kind == "b":
+                dt = bool_
             else:
-                dt = _dtype_of_array(a)
-        elif a.dtype.kind == "f":
-            dt = float32
-        elif a.dtype.kind == "b":
-            dt = bool_
-        else:
+                dt = int32 if a.dtype == np.int32 else int64
+        elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
+            dt = float32 if a.dtype.kind == "f" else (bool_ if a.dtype.kind == "b" else int64)
+        elif a.dtype.kind == "u" or a.dtype.kind == "i" and a.dtype.itemsize < 4:
             dt = int64
+        else:
+            dt = _dtype_of_array(a)
     if a.dtype != dt.numpy_dtype:
         a = a.astype(dt.numpy_dtype)
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
     return a
+
+
+cdef bint _holds_numpy_float64(object seq):
+    for item in seq:
+        if isinstance(item, (list, tuple)):
+            if _holds_numpy_float64(item):
+                return True
+        elif isinstance(item, (np.ndarray, np.generic)) and item.dtype.kind == "f" \
+                and item.dtype.itemsize >= 8:
+            return True
+    return False
 
 
 cdef bint _contains_tensor(object seq):
@@ -1364,6 +1436,11 @@ def export(fn, str name=None, *, method=None, bint public=True):
     elif method is not None and method is not False:
         _add_tensor_method(name, method)
     return fn
+
+
+def _install_tensor_method(str name, fn):
+    """Install a Tensor method from Python code (lucid/_interop.py: the NumPy protocols)."""
+    _add_tensor_method(name, fn)
 
 
 def exported():

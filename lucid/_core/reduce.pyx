@@ -189,9 +189,11 @@ cdef cnp.ndarray _sum_array(cnp.ndarray a, tuple axes, bint keepdim, DType out_d
     return _as_ndarray(r).astype(out_dt.numpy_dtype, copy=False)
 
 
-def _sum(input, dim=None, keepdim=False, *, dtype=None):
+def _sum(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """Sum over ``dim`` (int, tuple, or None for all), keeping reduced dims if ``keepdim``.
     Integer and bool inputs sum to int64, as in PyTorch."""
+    dim = _np_alias("sum", "dim", dim, None, "axis", axis)
+    keepdim = _np_alias("sum", "keepdim", keepdim, False, "keepdims", keepdims)
     cdef Tensor x = prepare(_S_sum, input)
     cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
     cdef DType out_dt
@@ -207,8 +209,10 @@ def _sum(input, dim=None, keepdim=False, *, dtype=None):
     return y
 
 
-def mean(input, dim=None, keepdim=False, *, dtype=None):
+def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """Mean over ``dim`` (int, tuple, or None for all). Needs a floating dtype, as in PyTorch."""
+    dim = _np_alias("mean", "dim", dim, None, "axis", axis)
+    keepdim = _np_alias("mean", "keepdim", keepdim, False, "keepdims", keepdims)
     cdef Tensor x = _as_tensor(input)
     cdef DType out_dt = as_dtype(dtype) if dtype is not None else x._dtype
     if not out_dt.is_floating_point:
@@ -260,8 +264,10 @@ cdef class ProdBackward(ReduceBackward):
         return self._k(g) * (prod(x, axis, True) if axis is not None else prod(x)) / x
 
 
-def prod(input, dim=None, keepdim=False, *, dtype=None):
+def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """Product of the elements over ``dim`` (an int, or None for all)."""
+    dim = _np_alias("prod", "dim", dim, None, "axis", axis)
+    keepdim = _np_alias("prod", "keepdim", keepdim, False, "keepdims", keepdims)
     cdef Tensor x = prepare(_S_prod, input)
     cdef DType out_dt = as_dtype(dtype) if dtype is not None else (
         x._dtype if x._dtype.is_floating_point else int64)
@@ -307,13 +313,17 @@ cdef Tensor _amax(object input, object dim, bint keepdim, bint is_max, OpSchema 
     return y
 
 
-def amax(input, dim=(), keepdim=False):
+def amax(input, dim=(), keepdim=False, *, axis=None, keepdims=None):
     """Maximum over ``dim`` (all dims by default); ties share the gradient evenly."""
+    dim = _np_alias("amax", "dim", dim, (), "axis", axis)
+    keepdim = _np_alias("amax", "keepdim", keepdim, False, "keepdims", keepdims)
     return _amax(input, dim, keepdim, True, _S_amax)
 
 
-def amin(input, dim=(), keepdim=False):
+def amin(input, dim=(), keepdim=False, *, axis=None, keepdims=None):
     """Minimum over ``dim`` (all dims by default); ties share the gradient evenly."""
+    dim = _np_alias("amin", "dim", dim, (), "axis", axis)
+    keepdim = _np_alias("amin", "keepdim", keepdim, False, "keepdims", keepdims)
     return _amax(input, dim, keepdim, False, _S_amin)
 
 
@@ -370,14 +380,18 @@ cdef object _max_min(object input, object dim, bint keepdim, bint is_max):
     return ValuesIndices(y, ind)
 
 
-def _max(input, dim=None, keepdim=False):
+def _max(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """max(x): the largest element. max(x, dim): (values, indices) along dim.
     max(x, other): element-wise maximum."""
+    dim = _np_alias("max", "dim", dim, None, "axis", axis)
+    keepdim = _np_alias("max", "keepdim", keepdim, False, "keepdims", keepdims)
     return _max_min(input, dim, keepdim, True)
 
 
-def _min(input, dim=None, keepdim=False):
+def _min(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """min(x): the smallest element. min(x, dim): (values, indices). min(x, other): minimum."""
+    dim = _np_alias("min", "dim", dim, None, "axis", axis)
+    keepdim = _np_alias("min", "keepdim", keepdim, False, "keepdims", keepdims)
     return _max_min(input, dim, keepdim, False)
 
 
@@ -395,13 +409,17 @@ cdef Tensor _arg(object input, object dim, bint keepdim, bint is_max):
     return _wrap(_as_ndarray(f(x._data, axis=d, keepdims=keepdim)).astype(np.int64), int64)
 
 
-def argmax(input, dim=None, keepdim=False):
+def argmax(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """Index of the largest element (flat if ``dim`` is None)."""
+    dim = _np_alias("argmax", "dim", dim, None, "axis", axis)
+    keepdim = _np_alias("argmax", "keepdim", keepdim, False, "keepdims", keepdims)
     return _arg(input, dim, keepdim, True)
 
 
-def argmin(input, dim=None, keepdim=False):
+def argmin(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """Index of the smallest element (flat if ``dim`` is None)."""
+    dim = _np_alias("argmin", "dim", dim, None, "axis", axis)
+    keepdim = _np_alias("argmin", "keepdim", keepdim, False, "keepdims", keepdims)
     return _arg(input, dim, keepdim, False)
 
 
@@ -459,13 +477,21 @@ cdef object _var_std(object input, object dim, object unbiased, bint keepdim, ob
     return y
 
 
-def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
+        keepdims=None, ddof=None):
     """Variance over ``dim`` with Bessel's ``correction`` (default 1, as PyTorch)."""
+    dim = _np_alias("var", "dim", dim, None, "axis", axis)
+    keepdim = _np_alias("var", "keepdim", keepdim, False, "keepdims", keepdims)
+    correction = _np_alias("var", "correction", correction, None, "ddof", ddof)
     return _var_std(input, dim, unbiased, keepdim, correction, False)
 
 
-def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
+        keepdims=None, ddof=None):
     """Standard deviation over ``dim`` with ``correction`` (default 1)."""
+    dim = _np_alias("std", "dim", dim, None, "axis", axis)
+    keepdim = _np_alias("std", "keepdim", keepdim, False, "keepdims", keepdims)
+    correction = _np_alias("std", "correction", correction, None, "ddof", ddof)
     return _var_std(input, dim, unbiased, keepdim, correction, True)
 
 
@@ -479,8 +505,12 @@ cdef class LogsumexpBackward(ReduceBackward):
         return self._k(g) * ops.exp(x - self._k(y))
 
 
-def logsumexp(input, dim, keepdim=False):
+def logsumexp(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """log(sum(exp(x))) over ``dim``, without overflow."""
+    dim = _np_alias("logsumexp", "dim", dim, None, "axis", axis)
+    keepdim = _np_alias("logsumexp", "keepdim", keepdim, False, "keepdims", keepdims)
+    if dim is None:
+        raise TypeError("logsumexp() missing required argument 'dim' (or axis)")
     cdef Tensor x = prepare(_S_logsumexp, input)
     cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
     a = x._data
@@ -519,8 +549,10 @@ cdef class NormBackward(ReduceBackward):
         return ops.where(yk == 0, 0.0, gk * x * ops.abs(x) ** (p - 2) / safe ** (p - 1))
 
 
-def norm(input, p="fro", dim=None, keepdim=False):
+def norm(input, p="fro", dim=None, keepdim=False, *, axis=None, keepdims=None):
     """Vector p-norm over ``dim`` (all elements by default); "fro" is p = 2."""
+    dim = _np_alias("norm", "dim", dim, None, "axis", axis)
+    keepdim = _np_alias("norm", "keepdim", keepdim, False, "keepdims", keepdims)
     cdef Tensor x = prepare(_S_norm, input)
     cdef double pv
     if p == "fro" or p is None:
@@ -567,8 +599,11 @@ cdef class CumsumBackward(ReduceBackward):
         return _sum(g, d, True) - cumsum(g, d) + g
 
 
-def cumsum(input, dim, *, dtype=None):
+def cumsum(input, dim=None, *, dtype=None, axis=None):
     """Cumulative sum along ``dim``."""
+    dim = _np_alias("cumsum", "dim", dim, None, "axis", axis)
+    if dim is None:
+        raise TypeError("cumsum() missing required argument 'dim' (or axis)")
     cdef Tensor x = prepare(_S_cumsum, input)
     cdef int d = _norm_dim(dim, cnp.PyArray_NDIM(x._data))
     cdef DType out_dt = as_dtype(dtype) if dtype is not None else (
@@ -617,8 +652,11 @@ cdef class CumprodBackward(ReduceBackward):
         return (_sum(gy, d, True) - cumsum(gy, d) + gy) / x
 
 
-def cumprod(input, dim, *, dtype=None):
+def cumprod(input, dim=None, *, dtype=None, axis=None):
     """Cumulative product along ``dim``."""
+    dim = _np_alias("cumprod", "dim", dim, None, "axis", axis)
+    if dim is None:
+        raise TypeError("cumprod() missing required argument 'dim' (or axis)")
     cdef Tensor x = prepare(_S_cumprod, input)
     cdef int d = _norm_dim(dim, cnp.PyArray_NDIM(x._data))
     cdef DType out_dt = as_dtype(dtype) if dtype is not None else (
@@ -674,27 +712,33 @@ cdef Tensor _softmax(object input, object dim, object dtype, bint log):
     return y
 
 
-def softmax(input, dim=None, dtype=None):
+def softmax(input, dim=None, dtype=None, *, axis=None):
     """exp(x) / sum(exp(x)) along ``dim``, computed stably."""
+    dim = _np_alias("softmax", "dim", dim, None, "axis", axis)
     return _softmax(input, dim, dtype, False)
 
 
-def log_softmax(input, dim=None, dtype=None):
+def log_softmax(input, dim=None, dtype=None, *, axis=None):
     """x - logsumexp(x) along ``dim``."""
+    dim = _np_alias("log_softmax", "dim", dim, None, "axis", axis)
     return _softmax(input, dim, dtype, True)
 
 
 # -- all / any -------------------------------------------------------------------------------
 
-def _all(input, dim=None, keepdim=False):
+def _all(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """True where every element over ``dim`` is nonzero."""
+    dim = _np_alias("all", "dim", dim, None, "axis", axis)
+    keepdim = _np_alias("all", "keepdim", keepdim, False, "keepdims", keepdims)
     cdef Tensor x = prepare(_S_all, input)
     cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
     return _wrap(_as_ndarray(np.all(x._data, axis=axes, keepdims=keepdim)), bool_)
 
 
-def _any(input, dim=None, keepdim=False):
+def _any(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """True where some element over ``dim`` is nonzero."""
+    dim = _np_alias("any", "dim", dim, None, "axis", axis)
+    keepdim = _np_alias("any", "keepdim", keepdim, False, "keepdims", keepdims)
     cdef Tensor x = prepare(_S_any, input)
     cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
     return _wrap(_as_ndarray(np.any(x._data, axis=axes, keepdims=keepdim)), bool_)

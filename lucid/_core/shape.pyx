@@ -182,8 +182,9 @@ cdef class SqueezeBackward(Node):
         return reshape(g, self._in_shape)
 
 
-def squeeze(input, dim=None):
+def squeeze(input, dim=None, *, axis=None):
     """Remove size-1 dims (all of them, or those in ``dim`` that have size 1). A view."""
+    dim = _np_alias("squeeze", "dim", dim, None, "axis", axis)
     cdef Tensor x = _as_tensor(input)
     cdef int nd = cnp.PyArray_NDIM(x._data)
     shape = _shp(x._data)
@@ -212,8 +213,11 @@ cdef class UnsqueezeBackward(Node):
         return squeeze(g, self._dim)
 
 
-def unsqueeze(input, dim):
+def unsqueeze(input, dim=None, *, axis=None):
     """Insert a size-1 dim at ``dim`` (in [-ndim-1, ndim]). A view."""
+    dim = _np_alias("unsqueeze", "dim", dim, None, "axis", axis)
+    if dim is None:
+        raise TypeError("unsqueeze() missing required argument 'dim' (or axis)")
     cdef Tensor x = _as_tensor(input)
     cdef int d = _norm_dim(dim, cnp.PyArray_NDIM(x._data) + 1)
     cdef Tensor y = _view(x, np.expand_dims(x._data, d))
@@ -346,9 +350,10 @@ cdef class CatBackward(Node):
         return tuple(out)
 
 
-def cat(tensors, dim=0):
+def cat(tensors, dim=0, *, axis=None):
     """Concatenate tensors along an existing dim (dtypes promoted). 1-d empty tensors
     are skipped, as in PyTorch."""
+    dim = _np_alias("cat", "dim", dim, 0, "axis", axis)
     cdef list ts = _tensor_list(tensors, "cat")
     cdef Tensor t, ref = None
     cdef list skipped = []
@@ -403,7 +408,8 @@ def cat(tensors, dim=0):
     return y
 
 
-def concat(tensors, dim=0):
+def concat(tensors, dim=0, *, axis=None):
+    dim = _np_alias("concat", "dim", dim, 0, "axis", axis)
     return cat(tensors, dim)
 
 
@@ -424,8 +430,9 @@ cdef class StackBackward(Node):
         return tuple(out)
 
 
-def stack(tensors, dim=0):
+def stack(tensors, dim=0, *, axis=None):
     """Join same-shaped tensors along a new dim (dtypes promoted)."""
+    dim = _np_alias("stack", "dim", dim, 0, "axis", axis)
     cdef list ts = _tensor_list(tensors, "stack")
     cdef Tensor t0 = <Tensor>ts[0]
     shape = _shp(t0._data)
