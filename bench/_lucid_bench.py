@@ -76,24 +76,12 @@ def _try_import():
 
 
 def load_unary_table() -> list:
-    """lucid's op table (``lucid._core.optable.UNARY``).
-
-    optable.py is plain Python with no imports, so when lucid itself does not
-    import (not built yet) it is loaded straight from the source tree: the
-    benchmarks still collect, and the peers still run.
-    """
-    lucid, _ = import_lucid()
-    if lucid is not None:
-        try:
-            from lucid._core.optable import UNARY
-            return list(UNARY)
-        except ImportError:
-            pass
-    path = os.path.join(REPO_ROOT, "lucid", "_core", "optable.py")
-    spec = importlib.util.spec_from_file_location("_lucid_bench_optable", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return list(mod.UNARY)
+    """lucid's unary op table joined with its references and domains
+    (``tests/op_data.py``, which reads the table from the source tree when lucid
+    itself does not import, so that the benchmarks still collect)."""
+    sys.path.insert(0, os.path.join(REPO_ROOT, "tests"))
+    from op_data import unary_rows
+    return unary_rows()
 
 
 def _lucid_thread_api():

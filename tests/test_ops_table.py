@@ -26,7 +26,7 @@ import pytest
 import scipy.special as sp
 
 import lucid
-from lucid._core.optable import OPS, REF_HELPERS
+from op_data import OPS, REF_HELPERS
 from lucid_testutils import lt, to_np
 
 # ----------------------------------------------------------------------------- data

@@ -24,7 +24,7 @@ import pytest
 import scipy.special as sp
 
 import lucid
-from lucid._core.optable import UNARY
+from op_data import unary_rows
 from lucid_testutils import assert_ulp, lt, to_np, ulp_distance
 
 # ----------------------------------------------------------------------------- data
@@ -47,7 +47,7 @@ XFAIL = {}
 SPECIALS = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0,
             2.5, -2.5, 1000.0, -1000.0]
 
-ROWS = list(UNARY)
+ROWS = unary_rows()
 NAMES = [r["name"] for r in ROWS]
 
 
@@ -473,3 +473,12 @@ def test_non_contiguous(row, dt):
     row0 = lt(np.ascontiguousarray(base[3]))
     got = to_np(f(row0.reshape(1, 20).expand(5, 20)))  # stride-0 broadcast
     assert_bits(got, np.broadcast_to(to_np(f(row0)), (5, 20)).copy(), "expand")
+
+
+def test_every_row_has_test_data():
+    """A new UNARY row needs its reference, oracle and domain in tests/op_data.py."""
+    from lucid._core.optable import UNARY
+    from op_data import UNARY_DATA
+    missing = [r["name"] for r in UNARY if r["name"] not in UNARY_DATA]
+    stale = sorted(set(UNARY_DATA) - {r["name"] for r in UNARY})
+    assert not missing and not stale, (missing, stale)

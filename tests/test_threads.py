@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import lucid
-from lucid._core.optable import UNARY
+from op_data import unary_rows
 
-ROWS = [r for r in UNARY if r["saves"]]   # rows with a fused backward kernel too
+ROWS = [r for r in unary_rows() if r["saves"]]   # rows with a fused backward kernel too
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Measure the max ULP error of every element-wise op in lucid's op table.
 
-For each row of ``lucid._core.optable.UNARY`` and each dtype (float32,
+For each row of ``lucid._core.optable.UNARY`` (with its reference and mpmath oracle from
+``tests/op_data.py``) and each dtype (float32,
 float64) this script
 
   * samples ``--n`` inputs spanning the function's whole mathematical domain
@@ -566,8 +567,9 @@ def main(argv=None):
         return 0
 
     lucid = _import_lucid()
-    from lucid._core.optable import UNARY
-    rows = UNARY
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from op_data import unary_rows
+    UNARY = rows = unary_rows()
     if args.ops:
         want = [s.strip() for s in args.ops.split(",") if s.strip()]
         unknown = set(want) - {r["name"] for r in UNARY}

@@ -100,7 +100,7 @@ cdef class OpSchema:
     cdef readonly bint saves_input
     cdef readonly bint saves_output
     cdef readonly type node
-    cdef readonly int int_rule
+    cdef int _int_rule
     cdef public Kernel cpu
     cdef int amp
 

@@ -1250,13 +1250,18 @@ cdef class OpSchema:
         self.saves_input = saves_input
         self.saves_output = saves_output
         self.node = node
-        self.int_rule = int_rule
+        self._int_rule = int_rule
 
     def __repr__(self):
         return (f"OpSchema(name={self.name!r}, version={self.version}, "
                 f"amp_policy=AmpPolicy.{self.amp_policy.name}, deterministic={self.deterministic}, "
                 f"arity={self.arity}, saves_input={self.saves_input}, "
                 f"saves_output={self.saves_output})")
+
+    @property
+    def int_rule(self):
+        """"keep", "float" (integers compute as the default float dtype) or "reject"."""
+        return ("keep", "float", "reject")[self._int_rule]
 
     def _bind(self, type node):
         """Attach the backward class (defined after its schema, which its body names)."""
@@ -1318,9 +1323,9 @@ cdef Tensor prepare(OpSchema s, object input):
         raise LucidError(f"{s.name} has no deterministic implementation, and "
                          "lucid.use_deterministic_algorithms(True) is on")
     if code < DT_FLOAT16:
-        if s.int_rule == INT_TO_FLOAT:
+        if s._int_rule == INT_TO_FLOAT:
             return _wrap(x._data.astype(np.float32), float32)   # integers never need grad
-        if s.int_rule == INT_REJECT:
+        if s._int_rule == INT_REJECT:
             raise UnsupportedDTypeError(f"{s.name}() needs a floating point input, got {x._dtype}")
     elif code == DT_FLOAT16 and s.amp == AMP_FORCE_FP32:
         return to_dtype(x, float32, False)
@@ -1378,9 +1383,9 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
     else:
         code = _result_code(ta, sa, tb, sb)
     if code < DT_FLOAT16:
-        if s.int_rule == INT_TO_FLOAT:
+        if s._int_rule == INT_TO_FLOAT:
             code = DT_FLOAT32
-        elif s.int_rule == INT_REJECT:
+        elif s._int_rule == INT_REJECT:
             raise UnsupportedDTypeError(f"{s.name}() needs floating point inputs")
     elif code == DT_FLOAT16 and s.amp == AMP_FORCE_FP32:
         code = DT_FLOAT32

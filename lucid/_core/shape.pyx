@@ -1186,7 +1186,8 @@ for _cls in (ReshapeBackward, ExpandBackward, SqueezeBackward, UnsqueezeBackward
 
 # Aliases take the schema flags of the op whose node they record.
 for _name, _of in (("view", "reshape"), ("flatten", "reshape"), ("broadcast_to", "expand"),
-                   ("split", "index"), ("chunk", "index"), ("narrow", "index")):
+                   ("split", "index"), ("chunk", "index"), ("narrow", "index"),
+                   ("index_put_", "index_put")):
     _s = <OpSchema>ops_schema(_of)
     register(_name, _s.amp_policy.value, _s.arity, saves_input=_s.saves_input,
               saves_output=_s.saves_output, deterministic=_s.deterministic, node=_s.node)
