@@ -4,7 +4,7 @@
   then sets lucid and torch to its own thread count (1 or 2 by default) and
   the header prints what each library reports back for every count;
 * after the run, prints per group each peer's median as a ratio to lucid's
-  median *in the same run*, whether the issue's targets are met, and a
+  median *in the same run*, whether lucid's speed targets are met, and a
   compact table of every miss.
 
 Nothing here fails a run on timing.  With --benchmark-disable (the CI smoke

@@ -31,7 +31,7 @@ installed), and at 1e7 "copy": ``x.copy()`` of the same bytes, the
 memory-bandwidth floor a 1e7 forward is compared with.
 
 Default matrix (see _lucid_bench for the env knobs; LUCID_BENCH_FULL=1 = all):
-  1    exp, erf (the issue's call-overhead targets), modes fwd, fwd_rg, fwd_bwd
+  1    exp, erf (the call-overhead cases), modes fwd, fwd_rg, fwd_bwd
   1e3  every op, fwd and fwd_bwd
   1e5  every op, fwd and fwd_bwd
   1e7  LUCID_BENCH_1E7_OPS (exp, erf, sqrt, gelu), fwd and fwd_bwd
@@ -164,7 +164,7 @@ OPS = {r["name"]: _op_from_row(r) for r in load_unary_table()
 SIZES = {"1": 1, "1e3": 10**3, "1e5": 10**5, "1e7": 10**7}
 DTYPES = ["float32", "float64"]
 MODES = ["fwd", "fwd_rg", "fwd_bwd"]
-ONE_ELEMENT_OPS = ("exp", "erf")   # the call-overhead targets
+ONE_ELEMENT_OPS = ("exp", "erf")   # the call-overhead cases
 PARALLEL_MIN = 2**15               # below this neither lucid nor torch threads a kernel
 # With --benchmark-disable (CI's smoke run: each case checked and called once),
 # the 1e7 cases run on this many elements instead: above the parallel threshold,

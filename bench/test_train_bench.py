@@ -1,7 +1,7 @@
 """Training steps, lucid vs torch: forward, loss, backward and optimizer step.
 
 * ``Linear(w, w) - ReLU - Linear(w, 10)`` on a batch of 128, widths 128/256/512,
-  cross entropy, Adam (the issue's target: lucid at least 1.5x faster than torch);
+  cross entropy, Adam (the target: lucid at least 1.5x faster than torch);
 * the small CNN of examples/digits.py on a batch of 64 8x8 images (target: torch's
   speed).
 

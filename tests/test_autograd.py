@@ -1,6 +1,6 @@
 """Tape autograd: gradients against finite differences, mpmath and torch;
 higher derivatives; accumulation; broadcasting; graph freeing; grad modes;
-and every error case in the issue."""
+and every error case of the engine."""
 import math
 import threading
 import weakref

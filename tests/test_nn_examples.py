@@ -1,4 +1,4 @@
-"""examples/digits.py trains to the issue's accuracy (the data ships with scikit-learn)."""
+"""examples/digits.py trains to its target accuracy (the data ships with scikit-learn)."""
 import os
 import runpy
 

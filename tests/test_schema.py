@@ -9,7 +9,7 @@ from lucid_testutils import lt, mp_deriv, to_np
 
 POLICIES = ["Promote", "KeepInput", "ForceFP32"]
 SEEDS = {
-    # name: (amp policy, saves_input, saves_output) -- as stated in the issue
+    # name: (amp policy, saves_input, saves_output)
     "erf": ("Promote", True, False),
     "exp": ("ForceFP32", False, True),
     "log2": ("ForceFP32", True, False),

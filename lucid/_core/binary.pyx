@@ -244,12 +244,21 @@ cdef enum:
     _READS_OUT = 4
 
 
+cdef enum:
+    _PLAIN = 0          # NumPy's ufunc as it is (add, sub, mul)
+    _IEEE = 1           # x/0, (-1)**0.5, ...: IEEE results (inf, nan), not warnings, as PyTorch
+    _INT_DIVISION = 2   # fmod, remainder: integer division by zero raises
+
+
 cdef class BinaryCPU(Kernel):
     """A binary row's CPU forward: lucid's C kernel for float32/float64 (float16 through
     float32) when the row has one, else the NumPy ufunc."""
     cdef object ufunc
     cdef const BinaryKernels *k
     cdef int reads_a, reads_b          # what grad_a / grad_b read: _READS_* bits
+    cdef int kind
+    cdef bint bool_sub
+    cdef bint array_formula            # the row's formula is plain arithmetic (see _eager)
     cdef str name
 
     cdef object run2(self, object a, object b, DType dt, object params):
@@ -257,27 +266,29 @@ cdef class BinaryCPU(Kernel):
             return _bin_forward(self.k, a, b)
         if params is not None and params != 1:          # add / sub's alpha
             b = b * dt.numpy_dtype.type(params)
-        if dt is bool_ and self.name == "sub":
-            raise UnsupportedDTypeError("subtraction of two bool tensors is not supported; "
-                                        "use logical_xor or ~")
-        if self.ufunc is np.add or self.ufunc is np.subtract or self.ufunc is np.multiply:
+        if self.kind == _PLAIN:
+            if self.bool_sub and dt is bool_:
+                raise UnsupportedDTypeError("subtraction of two bool tensors is not supported; "
+                                            "use logical_xor or ~")
             return self.ufunc(a, b)
-        if not dt.is_floating_point and (self.ufunc is np.fmod or self.ufunc is np.remainder) \
-                and np.any(np.asarray(b) == 0):
+        if self.kind == _INT_DIVISION and not dt.is_floating_point and np.any(np.asarray(b) == 0):
             raise ZeroDivisionError(f"integer division by zero in {self.name}")
-        # x/0 and (-1)**0.5 are IEEE results (inf, nan), not warnings, as in PyTorch.
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             return self.ufunc(a, b)
 
 
 cdef BinaryCPU _binary_kernel(OpSchema s, object ufunc, const BinaryKernels *k, int reads_a,
-                              int reads_b):
+                              int reads_b, bint array_formula):
     cdef BinaryCPU c = BinaryCPU.__new__(BinaryCPU)
+    c.array_formula = array_formula
     c.ufunc = ufunc
     c.k = k
     c.reads_a = reads_a
     c.reads_b = reads_b
     c.name = s.name
+    c.kind = (_PLAIN if ufunc in (np.add, np.subtract, np.multiply) else
+              _INT_DIVISION if ufunc in (np.fmod, np.remainder) else _IEEE)
+    c.bool_sub = ufunc is np.subtract
     return c
 
 
@@ -295,6 +306,7 @@ cdef class BinaryBackward(Node):
     cdef object _scalar_a, _scalar_b
     cdef readonly object _param
     cdef const BinaryKernels *_k
+    cdef bint _array_formula
 
     cdef void _setup(self, OpSchema s, tuple inputs, Tensor out, object params) except *:
         cdef BinaryCPU cpu = <BinaryCPU>s.cpu
@@ -302,6 +314,7 @@ cdef class BinaryBackward(Node):
         if cpu.k != NULL and out._dtype.is_floating_point:
             self._k = cpu.k
             reads |= _READS_A | _READS_B
+        self._array_formula = cpu.array_formula
         a, b = inputs
         if isinstance(a, Tensor):
             self._shape_a = _shp((<Tensor>a)._data)
@@ -339,15 +352,25 @@ cdef class BinaryBackward(Node):
             return (<SavedTensor>s).unpack(self)
         return self._scalar_a if side == 0 else self._scalar_b
 
+    cdef tuple _formula_of(self, Tensor g, object a, object b, object out):
+        raise NotImplementedError(type(self).__name__)
+
+    cdef tuple _array_formula_of(self, cnp.ndarray g, object a, object b, object out):
+        raise NotImplementedError(type(self).__name__)
+
     cdef tuple _formula(self, Tensor g):
         out = self._saved_out.unpack(self) if self._saved_out is not None else None
-        return self.grad_formula_impl(g, self._ten(0), self._ten(1), out)
+        return self._formula_of(g, self._ten(0), self._ten(1), out)
 
     cdef tuple _eager(self, cnp.ndarray g):
         if self._k != NULL:
             ga, gb = _bin_backward(self._k, g, self._arr(0), self._arr(1),
                                    self._saved_out.data(self) if self._saved_out is not None else None,
                                    self._wants(0), self._wants(1))
+        elif self._array_formula:
+            ga, gb = self._array_formula_of(
+                g, self._arr(0), self._arr(1),
+                self._saved_out.data(self) if self._saved_out is not None else None)
         else:
             ga, gb = self._formula(_wrap(g, _dtype_of_array(g)))
             ga = (<Tensor>ga)._data if isinstance(ga, Tensor) else ga

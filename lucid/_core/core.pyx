@@ -505,50 +505,50 @@ cdef class Tensor:
     # from the families' rows; only the operator slots, which a static type must
     # define in its body, are here.
     def __neg__(self):
-        return ops.neg(self)
+        return dispatch_unary(_operator_schema(_OP_NEG), self, None)
 
     def __pos__(self):
         return self
 
     def __add__(self, other):
-        return ops.add(self, other)
+        return dispatch_binary(_operator_schema(_OP_ADD), self, other, 1)
 
     def __radd__(self, other):
-        return ops.add(other, self)
+        return dispatch_binary(_operator_schema(_OP_ADD), other, self, 1)
 
     def __sub__(self, other):
-        return ops.sub(self, other)
+        return dispatch_binary(_operator_schema(_OP_SUB), self, other, 1)
 
     def __rsub__(self, other):
-        return ops.sub(other, self)
+        return dispatch_binary(_operator_schema(_OP_SUB), other, self, 1)
 
     def __mul__(self, other):
-        return ops.mul(self, other)
+        return dispatch_binary(_operator_schema(_OP_MUL), self, other, None)
 
     def __rmul__(self, other):
-        return ops.mul(other, self)
+        return dispatch_binary(_operator_schema(_OP_MUL), other, self, None)
 
     def __truediv__(self, other):
-        return ops.div(self, other)
+        return dispatch_binary(_operator_schema(_OP_DIV), self, other, None)
 
     def __rtruediv__(self, other):
-        return ops.div(other, self)
+        return dispatch_binary(_operator_schema(_OP_DIV), other, self, None)
 
     def __pow__(self, other, modulo):
         if modulo is not None:
             return NotImplemented
-        return ops.pow(self, other)
+        return dispatch_binary(_operator_schema(_OP_POW), self, other, None)
 
     def __rpow__(self, other, modulo):
         if modulo is not None:
             return NotImplemented
-        return ops.pow(other, self)
+        return dispatch_binary(_operator_schema(_OP_POW), other, self, None)
 
     def __mod__(self, other):
-        return ops.remainder(self, other)
+        return dispatch_binary(_operator_schema(_OP_REMAINDER), self, other, None)
 
     def __rmod__(self, other):
-        return ops.remainder(other, self)
+        return dispatch_binary(_operator_schema(_OP_REMAINDER), other, self, None)
 
     def __iadd__(self, other):
         return ops.add_(self, other)
@@ -569,22 +569,22 @@ cdef class Tensor:
         return ops.logical_not(self) if self._dtype is bool_ else ops.bitwise_not(self)
 
     def __eq__(self, other):
-        return ops.eq(self, other)
+        return dispatch_binary(_operator_schema(_OP_EQ), self, other, None)
 
     def __ne__(self, other):
-        return ops.ne(self, other)
+        return dispatch_binary(_operator_schema(_OP_NE), self, other, None)
 
     def __lt__(self, other):
-        return ops.lt(self, other)
+        return dispatch_binary(_operator_schema(_OP_LT), self, other, None)
 
     def __le__(self, other):
-        return ops.le(self, other)
+        return dispatch_binary(_operator_schema(_OP_LE), self, other, None)
 
     def __gt__(self, other):
-        return ops.gt(self, other)
+        return dispatch_binary(_operator_schema(_OP_GT), self, other, None)
 
     def __ge__(self, other):
-        return ops.ge(self, other)
+        return dispatch_binary(_operator_schema(_OP_GE), self, other, None)
 
     def __and__(self, other):
         return ops.logical_and(self, other)
@@ -1022,7 +1022,7 @@ cdef list _topo_order(list roots):
 
 cdef inline object _sum_grads(object a, object b, bint create_graph):
     if create_graph:
-        return ops.add(a, b)
+        return dispatch_binary(_operator_schema(_OP_ADD), a, b, 1)
     return _as_ndarray(np.add(a, b))
 
 
@@ -1332,13 +1332,23 @@ cdef Tensor prepare(OpSchema s, object input):
     return x
 
 
+cdef inline tuple _edge_of(object t):
+    return _edge(<Tensor>t) if isinstance(t, Tensor) else _NO_EDGE
+
+
 cdef Node record(OpSchema s, Tensor out, tuple inputs, object params):
     """Attach the schema's backward node to ``out``: one edge per input (Tensors; any
     other input, a Python scalar, gets no edge), then the node keeps what it needs."""
     if s.arity >= 0 and len(inputs) != s.arity:
         raise RuntimeError(f"{s.name}: {len(inputs)} inputs recorded, the schema has {s.arity}")
     cdef Node node = _new_node(s.node)
-    node._next = tuple([_edge(<Tensor>t) if isinstance(t, Tensor) else _NO_EDGE for t in inputs])
+    cdef Py_ssize_t n = len(inputs)
+    if n == 1:
+        node._next = (_edge_of(inputs[0]),)
+    elif n == 2:
+        node._next = (_edge_of(inputs[0]), _edge_of(inputs[1]))
+    else:
+        node._next = tuple([_edge_of(t) for t in inputs])
     node._setup(s, inputs, out, params)
     _set_history(out, node)
     return node
@@ -1411,6 +1421,36 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
                                (tb is not None and tb._requires_grad)):
         record(s, out, (ta if ta is not None else sa, tb if tb is not None else sb), params)
     return out
+
+
+# The operator slots of Tensor (x + y, x == y, -x, ...) go straight to the dispatcher
+# with the schemas their families registered (looked up once, on first use), skipping
+# the Python-level call of the public function.
+cdef enum:
+    _OP_ADD = 0
+    _OP_SUB = 1
+    _OP_MUL = 2
+    _OP_DIV = 3
+    _OP_POW = 4
+    _OP_REMAINDER = 5
+    _OP_EQ = 6
+    _OP_NE = 7
+    _OP_LT = 8
+    _OP_LE = 9
+    _OP_GT = 10
+    _OP_GE = 11
+    _OP_NEG = 12
+
+cdef tuple _OPERATOR_NAMES = ("add", "sub", "mul", "div", "pow", "remainder", "eq", "ne", "lt",
+                              "le", "gt", "ge", "neg")
+cdef list _OPERATORS = None
+
+
+cdef inline OpSchema _operator_schema(int op):
+    global _OPERATORS
+    if _OPERATORS is None:
+        _OPERATORS = [_REGISTRY[n] for n in _OPERATOR_NAMES]
+    return <OpSchema>_OPERATORS[op]
 
 
 # -- the public surface -------------------------------------------------------------
