@@ -1,10 +1,17 @@
 /*
- * lucid_reduce.c -- the reduction kernels behind lucid_vforce.h: pairwise sums and fills.
+ * lucid_reduce.c -- the reduction kernels behind lucid_vforce.h: pairwise sums, fills,
+ * and the reduction plans (sum, max/min with their indices, logsumexp, softmax,
+ * log_softmax over rows, columns or everything; see lucid_reduce_tpl.h).
  */
+#include <math.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
 
 #include "lucid_vforce.h"
 #include "lucid_simd.h"   /* LV_CLONES */
+
+LV_SIMD_PAIR(exp)
 
 /* ---- reductions -------------------------------------------------------- */
 
@@ -41,4 +48,90 @@ LV_CLONES void lucid_fillf(float *y, float v, ptrdiff_t n)
 LV_CLONES void lucid_fill(double *y, double v, ptrdiff_t n)
 {
     for (ptrdiff_t i = n - 1; i >= 0; i--) y[i] = v;
+}
+
+/* ---- reduction plans ----------------------------------------------------- */
+
+enum { LR_KIND_ROWS = 0, LR_KIND_COLS = 1, LR_KIND_FULL = 2 };
+#define LR_COL_W 64          /* columns per piece of a column reduction */
+#define LR_COL_LEAF 128      /* rows summed in sequence before the pairwise tree */
+#define LR_BLOCK 16384       /* elements per block of a full reduction */
+#define LR_ROWS_PIECE 16384  /* about this many elements per piece of rows */
+
+static double lr_pairwise(const double *a, ptrdiff_t n)
+{
+    if (n <= 0) return 0;
+    if (n == 1) return a[0];
+    ptrdiff_t h = n / 2;
+    return lr_pairwise(a, h) + lr_pairwise(a + h, n - h);
+}
+
+#define T float
+#define LR(name) lr_##name##f
+#define LR_SUMN lucid_sumf
+#define EXPT expf
+#include "lucid_reduce_tpl.h"
+#undef T
+#undef LR
+#undef LR_SUMN
+#undef EXPT
+
+#define T double
+#define LR(name) lr_##name
+#define LR_SUMN lucid_sum
+#define EXPT exp
+#include "lucid_reduce_tpl.h"
+#undef T
+#undef LR
+#undef LR_SUMN
+#undef EXPT
+
+int lucid_red_setup(lucid_red_plan *p)
+{
+    p->phase = 0;
+    p->nphases = 1;
+    p->part = NULL;
+    p->ipart = NULL;
+    p->nblocks = 0;
+    p->shift = p->total = 0;
+    if (p->I > 1) {
+        p->kind = LR_KIND_COLS;
+        p->npieces = p->O * ((p->I + LR_COL_W - 1) / LR_COL_W);
+    } else if (p->O > 1 || p->R <= LR_BLOCK) {
+        p->kind = LR_KIND_ROWS;
+        p->per = p->R >= LR_ROWS_PIECE ? 1 : LR_ROWS_PIECE / (p->R > 0 ? p->R : 1);
+        p->npieces = (p->O + p->per - 1) / p->per;
+    } else {
+        p->kind = LR_KIND_FULL;
+        p->nblocks = p->npieces = (p->R + LR_BLOCK - 1) / LR_BLOCK;
+        p->part = malloc(sizeof(double) * (size_t)p->nblocks);
+        p->ipart = malloc(sizeof(int64_t) * (size_t)p->nblocks);
+        if (!p->part || !p->ipart) {
+            lucid_red_free(p);
+            return -1;
+        }
+        p->nphases = p->op == LR_LSE ? 2 : (p->op == LR_SOFTMAX || p->op == LR_LOGSOFTMAX) ? 3 : 1;
+    }
+    return 0;
+}
+
+void lucid_red_piece(void *plan, ptrdiff_t piece)
+{
+    lucid_red_plan *p = (lucid_red_plan *)plan;
+    if (p->dbl) lr_piece(p, piece);
+    else lr_piecef(p, piece);
+}
+
+void lucid_red_step(lucid_red_plan *p)
+{
+    if (p->dbl) lr_step(p);
+    else lr_stepf(p);
+}
+
+void lucid_red_free(lucid_red_plan *p)
+{
+    free(p->part);
+    free(p->ipart);
+    p->part = NULL;
+    p->ipart = NULL;
 }
