@@ -38,7 +38,7 @@ cdef extern from "lucid_vforce.h" nogil:
         const void *x
         void *y
         cnp.npy_int64 *idx
-        Py_ssize_t O, R, I
+        Py_ssize_t outer, red, inner
         int phase, nphases
         Py_ssize_t npieces
     int lucid_red_setup(lucid_red_plan *p)
@@ -105,7 +105,7 @@ cdef object _kernel_reduce(int op, cnp.ndarray a, tuple axes, bint keepdim, bint
     p.op, p.dbl = op, num == cnp.NPY_DOUBLE
     p.x, p.y = cnp.PyArray_DATA(a), cnp.PyArray_DATA(out)
     p.idx = <cnp.npy_int64 *>cnp.PyArray_DATA(idx) if want_idx else NULL
-    p.O, p.R, p.I = O, R, I
+    p.outer, p.red, p.inner = O, R, I
     cdef int nt = _threads_for(n)
     if n < _NOGIL_MIN:
         rc = _run_plan_nogil(&p, 1)

@@ -95,7 +95,7 @@ typedef struct {
     const void *x;
     void *y;                /* O*I results, or O*R*I for (log_)softmax */
     int64_t *idx;           /* LR_MAX / LR_MIN: O*I indices along R, or NULL */
-    ptrdiff_t O, R, I;
+    ptrdiff_t outer, red, inner;   /* O, R, I */
     /* set by lucid_red_setup */
     int kind, phase, nphases;
     ptrdiff_t npieces, per, nblocks;

@@ -94,16 +94,16 @@ int lucid_red_setup(lucid_red_plan *p)
     p->ipart = NULL;
     p->nblocks = 0;
     p->shift = p->total = 0;
-    if (p->I > 1) {
+    if (p->inner > 1) {
         p->kind = LR_KIND_COLS;
-        p->npieces = p->O * ((p->I + LR_COL_W - 1) / LR_COL_W);
-    } else if (p->O > 1 || p->R <= LR_BLOCK) {
+        p->npieces = p->outer * ((p->inner + LR_COL_W - 1) / LR_COL_W);
+    } else if (p->outer > 1 || p->red <= LR_BLOCK) {
         p->kind = LR_KIND_ROWS;
-        p->per = p->R >= LR_ROWS_PIECE ? 1 : LR_ROWS_PIECE / (p->R > 0 ? p->R : 1);
-        p->npieces = (p->O + p->per - 1) / p->per;
+        p->per = p->red >= LR_ROWS_PIECE ? 1 : LR_ROWS_PIECE / (p->red > 0 ? p->red : 1);
+        p->npieces = (p->outer + p->per - 1) / p->per;
     } else {
         p->kind = LR_KIND_FULL;
-        p->nblocks = p->npieces = (p->R + LR_BLOCK - 1) / LR_BLOCK;
+        p->nblocks = p->npieces = (p->red + LR_BLOCK - 1) / LR_BLOCK;
         p->part = malloc(sizeof(double) * (size_t)p->nblocks);
         p->ipart = malloc(sizeof(int64_t) * (size_t)p->nblocks);
         if (!p->part || !p->ipart) {

@@ -134,7 +134,7 @@ LV_CLONES static void LR(addc)(T *y, ptrdiff_t n, T c)
 
 static void LR(row)(const lucid_red_plan *p, ptrdiff_t r)
 {
-    ptrdiff_t L = p->R;
+    ptrdiff_t L = p->red;
     const T *x = (const T *)p->x + r * L;
     T *y = (T *)p->y;
     ptrdiff_t at;
@@ -183,6 +183,7 @@ LV_CLONES static void LR(colsum)(const T *x, ptrdiff_t I, ptrdiff_t R, int w, do
         return;
     }
     ptrdiff_t h = (R / 2 / LR_COL_LEAF) * LR_COL_LEAF;
+    if (h == 0) h = LR_COL_LEAF;
     double tmp[LR_COL_W];
     LR(colsum)(x, I, h, w, out);
     LR(colsum)(x + h * I, I, R - h, w, tmp);
@@ -277,30 +278,30 @@ LV_CLONES static void LR(colexp)(const T *x, T *y, ptrdiff_t I, ptrdiff_t R, int
 
 static void LR(cols)(const lucid_red_plan *p, ptrdiff_t piece)
 {
-    ptrdiff_t nch = (p->I + LR_COL_W - 1) / LR_COL_W;
+    ptrdiff_t nch = (p->inner + LR_COL_W - 1) / LR_COL_W;
     ptrdiff_t o = piece / nch, c0 = (piece % nch) * LR_COL_W;
-    int w = (int)(p->I - c0 < LR_COL_W ? p->I - c0 : LR_COL_W);
-    const T *x = (const T *)p->x + o * p->R * p->I + c0;
+    int w = (int)(p->inner - c0 < LR_COL_W ? p->inner - c0 : LR_COL_W);
+    const T *x = (const T *)p->x + o * p->red * p->inner + c0;
     T *y = (T *)p->y;
-    ptrdiff_t oi = o * p->I + c0;
+    ptrdiff_t oi = o * p->inner + c0;
     switch (p->op) {
     case LR_SUM: {
         double s[LR_COL_W];
-        LR(colsum)(x, p->I, p->R, w, s);
+        LR(colsum)(x, p->inner, p->red, w, s);
         for (int c = 0; c < w; c++) y[oi + c] = (T)s[c];
         break;
     }
     case LR_MAX:
-        LR(colmax)(x, p->I, p->R, w, y + oi, p->idx ? p->idx + oi : NULL);
+        LR(colmax)(x, p->inner, p->red, w, y + oi, p->idx ? p->idx + oi : NULL);
         break;
     case LR_MIN:
-        LR(colmin)(x, p->I, p->R, w, y + oi, p->idx ? p->idx + oi : NULL);
+        LR(colmin)(x, p->inner, p->red, w, y + oi, p->idx ? p->idx + oi : NULL);
         break;
     case LR_LSE:
-        LR(colexp)(x, NULL, p->I, p->R, w, p->op, y + oi);
+        LR(colexp)(x, NULL, p->inner, p->red, w, p->op, y + oi);
         break;
     default:
-        LR(colexp)(x, y + o * p->R * p->I + c0, p->I, p->R, w, p->op, NULL);
+        LR(colexp)(x, y + o * p->red * p->inner + c0, p->inner, p->red, w, p->op, NULL);
         break;
     }
 }
@@ -310,7 +311,7 @@ static void LR(cols)(const lucid_red_plan *p, ptrdiff_t piece)
 static void LR(block)(lucid_red_plan *p, ptrdiff_t b)
 {
     ptrdiff_t s0 = b * LR_BLOCK;
-    ptrdiff_t n = p->R - s0 < LR_BLOCK ? p->R - s0 : LR_BLOCK;
+    ptrdiff_t n = p->red - s0 < LR_BLOCK ? p->red - s0 : LR_BLOCK;
     const T *x = (const T *)p->x + s0;
     T *y = (T *)p->y + s0;
     ptrdiff_t at = 0;
@@ -335,7 +336,7 @@ static void LR(block)(lucid_red_plan *p, ptrdiff_t b)
 static void LR(piece)(lucid_red_plan *p, ptrdiff_t piece)
 {
     if (p->kind == LR_KIND_ROWS) {
-        ptrdiff_t r0 = piece * p->per, r1 = r0 + p->per < p->O ? r0 + p->per : p->O;
+        ptrdiff_t r0 = piece * p->per, r1 = r0 + p->per < p->outer ? r0 + p->per : p->outer;
         for (ptrdiff_t r = r0; r < r1; r++) LR(row)(p, r);
     } else if (p->kind == LR_KIND_COLS) {
         LR(cols)(p, piece);
