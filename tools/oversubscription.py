@@ -11,6 +11,7 @@ would otherwise spin on the cores lucid's measurement needs), under the same loa
     python tools/oversubscription.py                 # lucid and torch
     python tools/oversubscription.py --libs lucid --rounds 7 --calls 200
     python tools/oversubscription.py --busy 0        # no load, for comparison
+    python tools/oversubscription.py --root ../main  # another checkout's (built) lucid
 """
 import argparse
 import json
@@ -72,8 +73,9 @@ def main():
     ap.add_argument("--size", type=float, default=1e5)
     ncores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     ap.add_argument("--busy", type=int, default=ncores, help="busy processes (default: one per core)")
+    ap.add_argument("--root", default=ROOT, help="the checkout whose lucid is measured")
     args = ap.parse_args()
-    env = dict(os.environ, OMP_NUM_THREADS="2", PYTHONPATH=ROOT + os.pathsep +
+    env = dict(os.environ, OMP_NUM_THREADS="2", PYTHONPATH=args.root + os.pathsep +
                os.environ.get("PYTHONPATH", ""))
     print(f"cores {ncores}, busy processes {args.busy}, {args.rounds} alternating rounds of "
           f"{args.calls} erf calls on {int(args.size)} float32")
@@ -83,7 +85,7 @@ def main():
         for lib in [s for s in args.libs.split(",") if s]:
             out = subprocess.run([sys.executable, "-c", CHILD, lib, str(args.rounds),
                                   str(args.calls), str(int(args.size))],
-                                 env=env, capture_output=True, text=True, cwd=ROOT)
+                                 env=env, capture_output=True, text=True, cwd=args.root)
             if out.returncode != 0:
                 print(f"{lib}: failed\n{out.stderr}")
                 continue
