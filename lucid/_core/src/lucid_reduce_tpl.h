@@ -174,11 +174,22 @@ static void LR(row)(const lucid_red_plan *p, ptrdiff_t r)
 LV_CLONES static void LR(colsum)(const T *x, ptrdiff_t I, ptrdiff_t R, int w, double *out)
 {
     if (R <= LR_COL_LEAF) {
-        for (int c = 0; c < w; c++) out[c] = 0;
-        for (ptrdiff_t r = 0; r < R; r++) {
+        int c0 = 0;
+        /* groups of 16 columns: the accumulators stay in registers */
+        for (; c0 + 16 <= w; c0 += 16) {
+            double acc[16] = {0};
+            for (ptrdiff_t r = 0; r < R; r++) {
+                const T *xr = x + r * I + c0;
+                _Pragma("omp simd")
+                for (int l = 0; l < 16; l++) acc[l] += xr[l];
+            }
+            for (int l = 0; l < 16; l++) out[c0 + l] = acc[l];
+        }
+        for (int c = c0; c < w; c++) out[c] = 0;
+        for (ptrdiff_t r = 0; r < R && c0 < w; r++) {
             const T *xr = x + r * I;
             _Pragma("omp simd")
-            for (int c = 0; c < w; c++) out[c] += xr[c];
+            for (int c = c0; c < w; c++) out[c] += xr[c];
         }
         return;
     }
