@@ -26,7 +26,7 @@ JOBS = max(1, min(8, os.cpu_count() or 1))
 # Each module of lucid/_core and the C files only it compiles. Generated .pxi files
 # are included by their family's .pyx only.
 MODULES = {
-    "core": ["lucid_cpuinfo.c"],
+    "core": ["lucid_cpuinfo.c", "lucid_pool.c"],
     "unary": ["lucid_vforce.c"],
     "binary": ["lucid_binary.c"],
     "compare": [],
@@ -59,16 +59,16 @@ render_templates()
 
 # Never the fast-math flags: they break inf/nan handling and set flush-to-zero for
 # the whole process. These two flags are what gcc needs to call libmvec; they only
-# drop errno writes and the assumption that FP ops may trap. -fopenmp covers
-# `omp simd` and the threads of large kernels (cython.parallel.prange).
-# macOS (untested here): Apple clang has no OpenMP runtime, so -fopenmp-simd only
-# (prange then runs on one thread) and Accelerate supplies the vForce functions.
+# drop errno writes and the assumption that FP ops may trap. -fopenmp-simd covers
+# `omp simd` only: large kernels run on lucid's own pool (src/lucid_pool.c, pthreads),
+# never on an OpenMP runtime.
+# macOS (untested here): Accelerate supplies the vForce functions.
 if sys.platform == "darwin":
     c_flags = ["-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math"]
     extra_link = ["-framework", "Accelerate"]
 else:
-    c_flags = ["-fopenmp", "-fno-math-errno", "-fno-trapping-math"]
-    extra_link = ["-fopenmp"]
+    c_flags = ["-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-pthread"]
+    extra_link = ["-pthread"]
 c_flags += ["-O0", "-g"] if DEBUG else ["-O3"]
 libraries = ["mvec", "m"] if sys.platform.startswith("linux") else []
 

@@ -27,7 +27,7 @@ def test_bitwise_same_for_any_thread_count(row, dtype, threads):
     x = np.random.default_rng(0).uniform(lo, hi, n).astype(dtype)
     fn = getattr(lucid, row["name"])
     outs, grads = [], []
-    for nt in (1, 2, 3):
+    for nt in (1, 2, 3, 4):
         lucid.set_num_threads(nt)
         t = lucid.tensor(x, requires_grad=True)
         y = fn(t)
@@ -79,3 +79,125 @@ def test_backend_info_reports_the_cpu_path():
     assert info["isa"] in {"sse2", "avx2", "avx512", "baseline"}
     assert info["mathlib"]
     assert info["threads"] >= 1
+
+
+# -- the pool: sizes, fork safety, concurrent callers ------------------------------
+
+@pytest.mark.parametrize("bad", [0, -1, -(2**40), 257, 10**6, 2**40])
+def test_set_num_threads_rejects_what_it_cannot_honour(bad, threads):
+    before = lucid.get_num_threads()
+    with pytest.raises(ValueError):
+        lucid.set_num_threads(bad)
+    assert lucid.get_num_threads() == before
+
+
+@pytest.mark.parametrize("bad", [2.5, "2", None, True])
+def test_set_num_threads_rejects_non_integers(bad, threads):
+    with pytest.raises(TypeError):
+        lucid.set_num_threads(bad)
+
+
+def test_set_num_threads_resizes_the_pool(threads):
+    from lucid._core import core
+    lucid.set_num_threads(4)
+    assert core._pool_workers() == 3
+    lucid.set_num_threads(2)
+    assert core._pool_workers() == 1
+    x = lucid.tensor(np.linspace(-3, 3, 1 << 17, dtype=np.float32))
+    want = np.asarray(lucid.erf(x).numpy())
+    lucid.set_num_threads(1)
+    assert core._pool_workers() == 0
+    assert lucid.erf(x).numpy().tobytes() == want.tobytes()
+    lucid.set_num_threads(3)
+    assert lucid.erf(x).numpy().tobytes() == want.tobytes()
+
+
+def test_concurrent_callers_get_correct_results(threads):
+    """Python threads calling large kernels at once: the one that finds the pool busy
+    runs its job alone; every result is still exact."""
+    import threading
+    lucid.set_num_threads(2)
+    xs = [np.random.default_rng(i).uniform(-3, 3, (1 << 16) + i).astype(np.float32)
+          for i in range(4)]
+    want = [lucid.erf(lucid.tensor(x)).numpy().tobytes() for x in xs]
+    bad = []
+
+    def work(i):
+        t = lucid.tensor(xs[i])
+        for _ in range(30):
+            if lucid.erf(t).numpy().tobytes() != want[i]:
+                bad.append(i)
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad
+
+
+_FORK_SCRIPT = r'''
+import multiprocessing as mp
+import sys
+
+import numpy as np
+
+import lucid
+from lucid._core import core
+
+N = (1 << 17) + 5
+
+
+def kernels():
+    x = lucid.tensor(np.linspace(-3, 3, N, dtype=np.float32))
+    m = lucid.tensor(np.linspace(-3, 3, 300 * 517).reshape(300, 517))
+    return (lucid.erf(x).numpy().tobytes() + lucid.softmax(m, 1).numpy().tobytes()
+            + lucid.sum(m, 0).numpy().tobytes())
+
+
+def child(q, method):
+    before = core._pool_workers()
+    if method != "fork":
+        lucid.set_num_threads(2)
+    out = kernels()
+    q.put((before, core._pool_workers(), lucid.get_num_threads(), out))
+
+
+if __name__ == "__main__":
+    method = sys.argv[1]
+    lucid.set_num_threads(2)
+    want = kernels()                      # the parent's pool has a worker now
+    assert core._pool_workers() == 1
+    ctx = mp.get_context(method)
+    q = ctx.Queue()
+    p = ctx.Process(target=child, args=(q, method))
+    p.start()
+    before, after, nt, out = q.get()
+    p.join()
+    assert p.exitcode == 0, p.exitcode
+    if method == "fork":
+        assert before == 0, before        # the child starts with no workers ...
+    assert nt == 2 and after == 1, (nt, after)   # ... and makes its own on demand
+    assert out == want
+    assert kernels() == want              # the parent's pool still works
+    print("ok")
+'''
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_pool_survives_process_start_methods(method, tmp_path):
+    """The parent ran a multi-threaded kernel, then a child (fork / spawn / forkserver)
+    runs multi-threaded kernels too. The timeout only turns a hang into a failure."""
+    import multiprocessing as mp
+    if method not in mp.get_all_start_methods():
+        pytest.skip(f"{method} not available")
+    script = tmp_path / "fork_check.py"
+    script.write_text(_FORK_SCRIPT)
+    where = os.path.dirname(os.path.dirname(os.path.abspath(lucid.__file__)))
+    env = dict(os.environ, PYTHONPATH=where)
+    try:
+        out = subprocess.run([sys.executable, str(script), method], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{method}: the child (or the parent) hung")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

@@ -7,7 +7,6 @@ pow, maximum, minimum, atan2, hypot and logaddexp on floats run lucid's own kern
 NumPy's ufuncs, which are already SIMD and broadcast-aware.
 """
 cimport numpy as cnp
-from cython.parallel cimport prange
 
 import numpy as np
 
@@ -69,21 +68,40 @@ cdef void _bin_run(const BinaryKernels *k, int num, char *z, const char *a, cons
         n -= m
 
 
+# Large arrays run on lucid's pool (core's _parallel_for): one piece per
+# _piece_len(n) elements, claimed by the caller and the workers alike.
+cdef struct _BinJob:
+    const BinaryKernels *k
+    int num, bc
+    char *z
+    char *ga
+    char *gb
+    const char *g
+    const char *a
+    const char *b
+    const char *y
+    Py_ssize_t n, per, isz, sa, sb
+
+
+cdef void _bin_piece(void *ctx, Py_ssize_t c) noexcept nogil:
+    cdef _BinJob *j = <_BinJob *>ctx
+    cdef Py_ssize_t start = c * j.per
+    _bin_run(j.k, j.num, j.z + start * j.isz, j.a + start * j.sa, j.b + start * j.sb,
+             j.per if j.n - start > j.per else j.n - start, j.bc, j.isz)
+
+
 cdef void _bin_par(const BinaryKernels *k, int num, char *z, const char *a, const char *b,
                    Py_ssize_t n, int bc, Py_ssize_t isz) noexcept nogil:
     cdef int nt = _threads_for(n)
-    cdef Py_ssize_t per, c, start, nchunks
-    cdef Py_ssize_t sa = 0 if bc == LV_BC_A else isz
-    cdef Py_ssize_t sb = 0 if bc == LV_BC_B else isz
+    cdef _BinJob j
     if nt == 1:
         _bin_run(k, num, z, a, b, n, bc, isz)
         return
-    per = _piece_len(n, nt)
-    nchunks = (n + per - 1) // per
-    for c in prange(nchunks, num_threads=nt, schedule="static"):
-        start = c * per
-        _bin_run(k, num, z + start * isz, a + start * sa, b + start * sb,
-                 per if n - start > per else n - start, bc, isz)
+    j.k, j.num, j.bc, j.z, j.a, j.b = k, num, bc, z, a, b
+    j.n, j.per, j.isz = n, _piece_len(n, nt), isz
+    j.sa = 0 if bc == LV_BC_A else isz
+    j.sb = 0 if bc == LV_BC_B else isz
+    _parallel_for(_bin_piece, &j, (n + j.per - 1) // j.per, nt)
 
 
 cdef void _bgrad_run(const BinaryKernels *k, int num, char *ga, char *gb, const char *g,
@@ -112,24 +130,29 @@ cdef void _bgrad_run(const BinaryKernels *k, int num, char *ga, char *gb, const 
         n -= m
 
 
+cdef void _bgrad_piece(void *ctx, Py_ssize_t c) noexcept nogil:
+    cdef _BinJob *j = <_BinJob *>ctx
+    cdef Py_ssize_t start = c * j.per
+    cdef Py_ssize_t off = start * j.isz
+    _bgrad_run(j.k, j.num, j.ga + off if j.ga != NULL else NULL,
+               j.gb + off if j.gb != NULL else NULL, j.g + off, j.a + start * j.sa,
+               j.b + start * j.sb, j.y + off if j.y != NULL else NULL,
+               j.per if j.n - start > j.per else j.n - start, j.bc, j.isz)
+
+
 cdef void _bgrad_par(const BinaryKernels *k, int num, char *ga, char *gb, const char *g,
                      const char *a, const char *b, const char *y, Py_ssize_t n, int bc,
                      Py_ssize_t isz) noexcept nogil:
     cdef int nt = _threads_for(n)
-    cdef Py_ssize_t per, c, start, nchunks, off
-    cdef Py_ssize_t sa = 0 if bc == LV_BC_A else isz
-    cdef Py_ssize_t sb = 0 if bc == LV_BC_B else isz
+    cdef _BinJob j
     if nt == 1:
         _bgrad_run(k, num, ga, gb, g, a, b, y, n, bc, isz)
         return
-    per = _piece_len(n, nt)
-    nchunks = (n + per - 1) // per
-    for c in prange(nchunks, num_threads=nt, schedule="static"):
-        start = c * per
-        off = start * isz
-        _bgrad_run(k, num, ga + off if ga != NULL else NULL, gb + off if gb != NULL else NULL,
-                   g + off, a + start * sa, b + start * sb, y + off if y != NULL else NULL,
-                   per if n - start > per else n - start, bc, isz)
+    j.k, j.num, j.bc, j.ga, j.gb, j.g, j.a, j.b, j.y = k, num, bc, ga, gb, g, a, b, y
+    j.n, j.per, j.isz = n, _piece_len(n, nt), isz
+    j.sa = 0 if bc == LV_BC_A else isz
+    j.sb = 0 if bc == LV_BC_B else isz
+    _parallel_for(_bgrad_piece, &j, (n + j.per - 1) // j.per, nt)
 
 
 cdef inline bint _full(cnp.ndarray x, tuple shape):

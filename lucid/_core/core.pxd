@@ -147,8 +147,12 @@ cdef void _invalidate_views(Tensor t, object region) except *
 cdef bint _is_view(Tensor t)
 
 # -- threads -----------------------------------------------------------------------------
+cdef extern from "lucid_pool.h" nogil:
+    ctypedef void (*lucid_piece_fn)(void *ctx, Py_ssize_t piece) noexcept nogil
+
 cdef int _threads_for(Py_ssize_t n) noexcept nogil
 cdef Py_ssize_t _piece_len(Py_ssize_t n, int nt) noexcept nogil
+cdef void _parallel_for(lucid_piece_fn fn, void *ctx, Py_ssize_t npieces, int nt) noexcept nogil
 
 # -- the dispatcher -------------------------------------------------------------------------
 cdef OpSchema _register(str name, str amp, int arity=*, bint saves_input=*, bint saves_output=*,

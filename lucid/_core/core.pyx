@@ -1494,12 +1494,35 @@ def exported():
 
 
 # -- threads ---------------------------------------------------------------------
-# Arrays of at least _PAR_MIN elements are split into one contiguous piece per
-# thread (OpenMP). Each element is computed by the same vector code whichever
-# piece it lands in, so the result is bitwise the same for any thread count.
+# Arrays of at least _PAR_MIN elements are split into pieces run by lucid's pool
+# (src/lucid_pool.c): the calling thread claims pieces itself, next to the workers,
+# so it never waits for a worker the OS has not scheduled. Piece boundaries depend on
+# the array's length only, and each element is computed by the same vector code
+# whichever piece it lands in, so results are bitwise the same for any thread count.
 # The threshold comes from bench/ (see the README): below it, waking a second
 # thread costs more than it saves.
+cdef extern from "lucid_pool.h" nogil:
+    enum:
+        LUCID_POOL_MAX_THREADS
+    void lucid_pool_run(lucid_piece_fn fn, void *ctx, Py_ssize_t npieces, int nthreads)
+    int lucid_pool_resize(int nthreads)
+    int lucid_pool_start(int nthreads)
+    int lucid_pool_workers()
+
 cdef Py_ssize_t _PAR_MIN = 1 << 15
+# Pieces are at least this many elements (a multiple of 64), and an array is cut into
+# at most about 64 of them: small enough that a late or preempted worker holds back
+# little work, large enough that claiming a piece costs nothing next to running it.
+cdef Py_ssize_t _PIECE_MIN = 1 << 13
+
+
+cdef int _check_threads(object n, str what) except -1:
+    if isinstance(n, bool):
+        raise TypeError(f"{what} must be an int, got bool")
+    n = operator.index(n)
+    if n < 1 or n > LUCID_POOL_MAX_THREADS:
+        raise ValueError(f"{what} must be between 1 and {LUCID_POOL_MAX_THREADS}, got {n}")
+    return <int>n
 
 
 cdef int _default_threads() except -1:
@@ -1509,28 +1532,46 @@ cdef int _default_threads() except -1:
             n = int(env)
         except ValueError:
             n = 0
-        if n < 1:
-            raise ValueError(f"LUCID_NUM_THREADS must be a positive integer, got {env!r}")
+        if n < 1 or n > LUCID_POOL_MAX_THREADS:
+            raise ValueError(f"LUCID_NUM_THREADS must be an integer between 1 and "
+                             f"{LUCID_POOL_MAX_THREADS}, got {env!r}")
         return n
     if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
+        n = len(os.sched_getaffinity(0))
+    else:
+        n = os.cpu_count() or 1
+    return max(1, min(n, LUCID_POOL_MAX_THREADS))
 
 
 cdef int _num_threads = _default_threads()
 
 
-def set_num_threads(int n):
-    """Use ``n`` threads for large element-wise kernels (1 = no threading)."""
+def set_num_threads(n):
+    """Use ``n`` threads (the caller and n - 1 pool workers) for large kernels.
+
+    1 = no threading. Raises ValueError for n < 1 or above the pool's limit (256),
+    RuntimeError if the OS refuses to start the workers (the old count stays)."""
     global _num_threads
-    if n < 1:
-        raise ValueError(f"number of threads must be >= 1, got {n}")
-    _num_threads = n
+    cdef int nt = _check_threads(n, "number of threads")
+    cdef int rc
+    lucid_pool_resize(nt)
+    with nogil:
+        rc = lucid_pool_start(nt)
+    if rc != 0:
+        lucid_pool_resize(_num_threads)
+        raise RuntimeError(f"set_num_threads({nt}): could not start the worker threads "
+                           f"({os.strerror(rc)})")
+    _num_threads = nt
 
 
 def get_num_threads():
-    """The number of threads large element-wise kernels use."""
+    """The number of threads large kernels use."""
     return _num_threads
+
+
+def _pool_workers():
+    """Pool workers alive in this process (0 in a fork child until its first large kernel)."""
+    return lucid_pool_workers()
 
 
 cdef int _threads_for(Py_ssize_t n) noexcept nogil:
@@ -1540,8 +1581,15 @@ cdef int _threads_for(Py_ssize_t n) noexcept nogil:
 
 
 cdef Py_ssize_t _piece_len(Py_ssize_t n, int nt) noexcept nogil:
-    """One thread's share of n elements, rounded up to a multiple of 64."""
-    return ((n + nt - 1) // nt + 63) // 64 * 64
+    """The piece length for n elements: a multiple of 64 that depends on n only (not
+    on nt), at least _PIECE_MIN, so at most about 64 pieces."""
+    cdef Py_ssize_t per = ((n + 63) // 64 + 63) // 64 * 64
+    return per if per > _PIECE_MIN else _PIECE_MIN
+
+
+cdef void _parallel_for(lucid_piece_fn fn, void *ctx, Py_ssize_t npieces, int nt) noexcept nogil:
+    """fn(ctx, i) for i in range(npieces) on up to nt threads, the caller included."""
+    lucid_pool_run(fn, ctx, npieces, nt)
 
 
 

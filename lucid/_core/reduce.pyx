@@ -24,14 +24,97 @@ cdef DType float16 = dtype_of_code(DT_FLOAT16)
 cdef DType float32 = dtype_of_code(DT_FLOAT32)
 
 cdef extern from "lucid_vforce.h" nogil:
-    double lucid_sumf(const float *x, Py_ssize_t n)
-    double lucid_sum(const double *x, Py_ssize_t n)
     void lucid_fillf(float *y, float v, Py_ssize_t n)
     void lucid_fill(double *y, double v, Py_ssize_t n)
+    enum:
+        LR_SUM
+        LR_MAX
+        LR_MIN
+        LR_LSE
+        LR_SOFTMAX
+        LR_LOGSOFTMAX
+    ctypedef struct lucid_red_plan:
+        int op, dbl
+        const void *x
+        void *y
+        cnp.npy_int64 *idx
+        Py_ssize_t outer, red, inner
+        int phase, nphases
+        Py_ssize_t npieces
+    int lucid_red_setup(lucid_red_plan *p)
+    void lucid_red_piece(void *plan, Py_ssize_t piece)
+    void lucid_red_step(lucid_red_plan *p)
+    void lucid_red_free(lucid_red_plan *p)
 
 # Below this many elements, releasing the GIL costs more than the kernel.
 cdef enum:
     _NOGIL_MIN = 8192
+
+
+# -- lucid's reduction kernels (src/lucid_reduce.c) ------------------------------------
+# A C-contiguous float32/float64 array reduced over one run of consecutive axes (one
+# axis, or all of them) is seen as (O, R, I): R reduced elements between O outer and
+# I inner ones. The kernels split it into pieces that depend on the shape only and run
+# them on lucid's pool, so results are bitwise the same for any thread count. Other
+# dtypes, layouts and axis sets go through NumPy.
+
+cdef int _run_plan_nogil(lucid_red_plan *p, int nt) noexcept nogil:
+    if lucid_red_setup(p) != 0:
+        return -1
+    while p.phase < p.nphases:
+        _parallel_for(lucid_red_piece, p, p.npieces, nt)
+        lucid_red_step(p)
+    lucid_red_free(p)
+    return 0
+
+
+cdef object _kernel_reduce(int op, cnp.ndarray a, tuple axes, bint keepdim, bint want_idx):
+    """(values, indices or None) from lucid's kernels, or None where they do not apply.
+    ``axes``: sorted axes (None: all). (log_)softmax gets one axis and returns a's shape."""
+    cdef int num = cnp.PyArray_TYPE(a)
+    cdef int nd = cnp.PyArray_NDIM(a)
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
+    cdef Py_ssize_t O = 1, R = 1, I = 1
+    cdef int lo, hi, k, rc
+    cdef lucid_red_plan p
+    if (num != cnp.NPY_FLOAT and num != cnp.NPY_DOUBLE) or nd == 0 or n == 0 \
+            or not cnp.PyArray_IS_C_CONTIGUOUS(a):
+        return None
+    if axes is None:
+        lo, hi = 0, nd
+    else:
+        lo, hi = axes[0], axes[len(axes) - 1] + 1
+        if hi - lo != len(axes):
+            return None
+    shape = _shp(a)
+    for k in range(nd):
+        if k < lo:
+            O *= shape[k]
+        elif k < hi:
+            R *= shape[k]
+        else:
+            I *= shape[k]
+    if op == LR_SOFTMAX or op == LR_LOGSOFTMAX:
+        out_shape = shape
+    elif keepdim:
+        out_shape = shape[:lo] + (1,) * (hi - lo) + shape[hi:]
+    else:
+        out_shape = shape[:lo] + shape[hi:]
+    out = np.empty(out_shape, dtype=a.dtype)
+    idx = np.empty(out_shape, dtype=np.int64) if want_idx else None
+    p.op, p.dbl = op, num == cnp.NPY_DOUBLE
+    p.x, p.y = cnp.PyArray_DATA(a), cnp.PyArray_DATA(out)
+    p.idx = <cnp.npy_int64 *>cnp.PyArray_DATA(idx) if want_idx else NULL
+    p.outer, p.red, p.inner = O, R, I
+    cdef int nt = _threads_for(n)
+    if n < _NOGIL_MIN:
+        rc = _run_plan_nogil(&p, 1)
+    else:
+        with nogil:
+            rc = _run_plan_nogil(&p, nt)
+    if rc != 0:
+        raise MemoryError("reduction: out of memory for the partial results")
+    return out, idx
 
 include "_reduce.pxi"
 
@@ -158,32 +241,13 @@ cdef class MeanBackward(ReduceBackward):
         return ops.expand(self._k(g), self._in_shape) / self._count
 
 
-cdef inline double _sum_raw(int num, const void *x, Py_ssize_t n) noexcept nogil:
-    if num == cnp.NPY_FLOAT:
-        return lucid_sumf(<const float *>x, n)
-    return lucid_sum(<const double *>x, n)
-
-
 cdef cnp.ndarray _sum_array(cnp.ndarray a, tuple axes, bint keepdim, DType out_dt):
-    """Sum with the pairwise kernel for a full reduction of a contiguous float array
-    (blocked pairwise, accumulated in double), NumPy's pairwise add.reduce otherwise."""
-    cdef int num = cnp.PyArray_TYPE(a)
-    cdef double s
-    cdef Py_ssize_t n
-    if axes is None and not keepdim and out_dt.typenum == num and cnp.PyArray_IS_C_CONTIGUOUS(a) \
-            and (num == cnp.NPY_FLOAT or num == cnp.NPY_DOUBLE):
-        n = cnp.PyArray_SIZE(a)
-        if n < _NOGIL_MIN:
-            s = _sum_raw(num, cnp.PyArray_DATA(a), n)
-        else:
-            with nogil:
-                s = _sum_raw(num, cnp.PyArray_DATA(a), n)
-        out = cnp.PyArray_EMPTY(0, NULL, num, 0)
-        if num == cnp.NPY_FLOAT:
-            (<float *>cnp.PyArray_DATA(out))[0] = <float>s
-        else:
-            (<double *>cnp.PyArray_DATA(out))[0] = s
-        return out
+    """Sum with lucid's kernels (blocked pairwise, in an order fixed by the shape) for
+    contiguous float arrays, NumPy's pairwise add.reduce otherwise."""
+    if out_dt.typenum == cnp.PyArray_TYPE(a):
+        r = _kernel_reduce(LR_SUM, a, axes, keepdim, False)
+        if r is not None:
+            return <cnp.ndarray>r[0]
     acc = np.float32 if out_dt is float16 else out_dt.numpy_dtype
     r = np.add.reduce(a, axis=axes, dtype=acc, keepdims=keepdim)
     return _as_ndarray(r).astype(out_dt.numpy_dtype, copy=False)
@@ -306,7 +370,11 @@ cdef Tensor _amax(object input, object dim, bint keepdim, bint is_max, OpSchema 
         raise IndexError(f"{s.name}(): Expected reduction dim "
                          f"{'(all)' if axes is None else [a for a in axes if _shp(x._data)[a] == 0][0]}"
                          " to have non-zero size.")
-    r = (np.max if is_max else np.min)(x._data, axis=axes, keepdims=keepdim)
+    r = _kernel_reduce(LR_MAX if is_max else LR_MIN, x._data, axes, keepdim, False)
+    if r is not None:
+        r = r[0]
+    else:
+        r = (np.max if is_max else np.min)(x._data, axis=axes, keepdims=keepdim)
     cdef Tensor y = _wrap(_store(r, x._dtype), x._dtype)
     if _recording(x):
         record(s, y, (x,), (axes, keepdim))
@@ -361,8 +429,12 @@ cdef object _max_min(object input, object dim, bint keepdim, bint is_max):
         return ValuesIndices(ops.clone(x), _wrap(np.zeros((), dtype=np.int64), int64))
     if _shp(x._data)[d] == 0:
         raise IndexError(f"{s.name}(): Expected reduction dim {d} to have non-zero size.")
-    idx = (np.argmax if is_max else np.argmin)(x._data, axis=d, keepdims=True)
-    vals = np.take_along_axis(x._data, idx, axis=d)
+    r = _kernel_reduce(LR_MAX if is_max else LR_MIN, x._data, (d,), True, True)
+    if r is not None:
+        vals, idx = r
+    else:
+        idx = (np.argmax if is_max else np.argmin)(x._data, axis=d, keepdims=True)
+        vals = np.take_along_axis(x._data, idx, axis=d)
     if not keepdim:
         vals = np.squeeze(vals, axis=d)
     cdef Tensor y = _wrap(_as_ndarray(vals), x._dtype)
@@ -402,10 +474,15 @@ cdef Tensor _arg(object input, object dim, bint keepdim, bint is_max):
             _norm_dim(dim, cnp.PyArray_NDIM(x._data))] == 0):
         raise IndexError(f"{'argmax' if is_max else 'argmin'}(): Expected reduction dim to "
                          "have non-zero size.")
+    cdef int op = LR_MAX if is_max else LR_MIN
     if dim is None:
-        r = _as_ndarray(f(x._data)).astype(np.int64)
+        k = _kernel_reduce(op, x._data, None, False, True)
+        r = k[1] if k is not None else _as_ndarray(f(x._data)).astype(np.int64)
         return _wrap(r.reshape((1,) * x._data.ndim) if keepdim else r, int64)
     d = _norm_dim(dim, cnp.PyArray_NDIM(x._data))
+    k = _kernel_reduce(op, x._data, (d,), keepdim, True)
+    if k is not None:
+        return _wrap(<cnp.ndarray>k[1], int64)
     return _wrap(_as_ndarray(f(x._data, axis=d, keepdims=keepdim)).astype(np.int64), int64)
 
 
@@ -514,13 +591,17 @@ def logsumexp(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     cdef Tensor x = prepare(_S_logsumexp, input)
     cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
     a = x._data
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        m = np.max(a, axis=axes, keepdims=True) if a.size else np.zeros([1] * a.ndim, a.dtype)
-        m = np.where(np.isfinite(m), m, 0)
-        r = np.log(np.sum(np.exp(a - m), axis=axes, keepdims=True)) + m
-    if not keepdim:
-        r = r.reshape(tuple(s for i, s in enumerate(_shp(a))
-                            if not (axes is None or i in axes)))
+    k = _kernel_reduce(LR_LSE, a, axes, keepdim, False)
+    if k is not None:
+        r = k[0]
+    else:
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            m = np.max(a, axis=axes, keepdims=True) if a.size else np.zeros([1] * a.ndim, a.dtype)
+            m = np.where(np.isfinite(m), m, 0)
+            r = np.log(np.sum(np.exp(a - m), axis=axes, keepdims=True)) + m
+        if not keepdim:
+            r = r.reshape(tuple(s for i, s in enumerate(_shp(a))
+                                if not (axes is None or i in axes)))
     cdef Tensor y = _wrap(_store(r, x._dtype), x._dtype)
     if _recording(x):
         record(_S_logsumexp, y, (x,), (axes, keepdim))
@@ -699,13 +780,18 @@ cdef Tensor _softmax(object input, object dim, object dtype, bint log):
     cdef int d = _norm_dim(dim, cnp.PyArray_NDIM(x._data))
     a = x._data
     ax = d if a.ndim else None
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        m = np.max(a, axis=ax, keepdims=True) if a.size else np.zeros_like(a)
-        m = np.where(np.isfinite(m), m, 0)
-        z = a - m
-        e = np.exp(z)
-        ssum = np.sum(e, axis=ax, keepdims=True)
-        r = z - np.log(ssum) if log else e / ssum
+    k = _kernel_reduce(LR_LOGSOFTMAX if log else LR_SOFTMAX, a, (d,), True, False) \
+        if a.ndim else None
+    if k is not None:
+        r = k[0]
+    else:
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            m = np.max(a, axis=ax, keepdims=True) if a.size else np.zeros_like(a)
+            m = np.where(np.isfinite(m), m, 0)
+            z = a - m
+            e = np.exp(z)
+            ssum = np.sum(e, axis=ax, keepdims=True)
+            r = z - np.log(ssum) if log else e / ssum
     cdef Tensor y = _wrap(_store(r, x._dtype), x._dtype)
     if _recording(x):
         record(s, y, (x,), ((d,), True))

@@ -7,7 +7,6 @@ gelu's ``approximate=``) are written by hand below. All of them run through core
 dispatcher.
 """
 cimport numpy as cnp
-from cython.parallel cimport prange
 import builtins
 
 import numpy as np
@@ -99,34 +98,54 @@ cdef inline void _grad_apply(const UnaryKernels *k, int num, void *gx, const voi
         _grad_f64(k.g64, <double *>gx, <const double *>g, <const double *>s, n)
 
 
+# Large arrays run on lucid's pool (core's _parallel_for): one piece per
+# _piece_len(n) elements, claimed by the caller and the workers alike.
+cdef struct _UnaryJob:
+    const UnaryKernels *k
+    int num
+    char *y
+    const char *x
+    const char *s
+    Py_ssize_t n, per, isz
+
+
+cdef void _map_piece(void *ctx, Py_ssize_t c) noexcept nogil:
+    cdef _UnaryJob *j = <_UnaryJob *>ctx
+    cdef Py_ssize_t start = c * j.per
+    cdef Py_ssize_t off = start * j.isz
+    _map(j.k, j.num, j.y + off, j.x + off, j.per if j.n - start > j.per else j.n - start)
+
+
+cdef void _grad_piece(void *ctx, Py_ssize_t c) noexcept nogil:
+    cdef _UnaryJob *j = <_UnaryJob *>ctx
+    cdef Py_ssize_t start = c * j.per
+    cdef Py_ssize_t off = start * j.isz
+    _grad_apply(j.k, j.num, j.y + off, j.x + off, j.s + off,
+                j.per if j.n - start > j.per else j.n - start)
+
+
 cdef void _map_par(const UnaryKernels *k, int num, void *y, const void *x, Py_ssize_t n,
                    Py_ssize_t itemsize) noexcept nogil:
     cdef int nt = _threads_for(n)
-    cdef Py_ssize_t per, c, start, nchunks
+    cdef _UnaryJob j
     if nt == 1:
         _map(k, num, y, x, n)
         return
-    per = _piece_len(n, nt)
-    nchunks = (n + per - 1) // per
-    for c in prange(nchunks, num_threads=nt, schedule="static"):
-        start = c * per
-        _map(k, num, <char *>y + start * itemsize, <const char *>x + start * itemsize,
-             per if n - start > per else n - start)
+    j.k, j.num, j.y, j.x, j.s = k, num, <char *>y, <const char *>x, NULL
+    j.n, j.per, j.isz = n, _piece_len(n, nt), itemsize
+    _parallel_for(_map_piece, &j, (n + j.per - 1) // j.per, nt)
 
 
 cdef void _grad_par(const UnaryKernels *k, int num, void *gx, const void *g, const void *s,
                     Py_ssize_t n, Py_ssize_t itemsize) noexcept nogil:
     cdef int nt = _threads_for(n)
-    cdef Py_ssize_t per, c, start, nchunks
+    cdef _UnaryJob j
     if nt == 1:
         _grad_apply(k, num, gx, g, s, n)
         return
-    per = _piece_len(n, nt)
-    nchunks = (n + per - 1) // per
-    for c in prange(nchunks, num_threads=nt, schedule="static"):
-        start = c * per
-        _grad_apply(k, num, <char *>gx + start * itemsize, <const char *>g + start * itemsize,
-                    <const char *>s + start * itemsize, per if n - start > per else n - start)
+    j.k, j.num, j.y, j.x, j.s = k, num, <char *>gx, <const char *>g, <const char *>s
+    j.n, j.per, j.isz = n, _piece_len(n, nt), itemsize
+    _parallel_for(_grad_piece, &j, (n + j.per - 1) // j.per, nt)
 
 
 # Non-contiguous inputs go through in cache-sized contiguous pieces (NumPy's

@@ -81,6 +81,33 @@ void lucid_vneg(double *y, const double *x, const int *n);
 double lucid_sumf(const float *x, ptrdiff_t n);
 double lucid_sum(const double *x, ptrdiff_t n);
 
+/* Reductions and row-wise ops over one run of axes of a C-contiguous array seen as
+ * (O, R, I): O outer blocks, R reduced elements, I inner elements (I == 1: rows).
+ * A plan is set up once, then runs phase by phase; each phase is npieces
+ * independent pieces (lucid_red_piece has lucid_pool.h's piece signature) that
+ * may run on any threads, and lucid_red_step combines them. Pieces and the order
+ * of every sum depend on (op, O, R, I) only, never on the thread count. */
+#include <stdint.h>
+enum { LR_SUM = 0, LR_MAX = 1, LR_MIN = 2, LR_LSE = 3, LR_SOFTMAX = 4, LR_LOGSOFTMAX = 5 };
+typedef struct {
+    int op;                 /* LR_* */
+    int dbl;                /* 1: double, 0: float */
+    const void *x;
+    void *y;                /* O*I results, or O*R*I for (log_)softmax */
+    int64_t *idx;           /* LR_MAX / LR_MIN: O*I indices along R, or NULL */
+    ptrdiff_t outer, red, inner;   /* O, R, I */
+    /* set by lucid_red_setup */
+    int kind, phase, nphases;
+    ptrdiff_t npieces, per, nblocks;
+    double *part;           /* per-block partial results of a full reduction */
+    int64_t *ipart;
+    double shift, total;
+} lucid_red_plan;
+int lucid_red_setup(lucid_red_plan *p);      /* 0, or -1 when out of memory */
+void lucid_red_piece(void *plan, ptrdiff_t piece);
+void lucid_red_step(lucid_red_plan *p);      /* after a phase: combine, next phase */
+void lucid_red_free(lucid_red_plan *p);
+
 /* Fill y[0:n] with v. */
 void lucid_fillf(float *y, float v, ptrdiff_t n);
 void lucid_fill(double *y, double v, ptrdiff_t n);

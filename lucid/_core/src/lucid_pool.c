@@ -1,0 +1,280 @@
+/*
+ * lucid_pool.c -- lucid's thread pool (see include/lucid_pool.h).
+ *
+ * One job at a time (a trylock: a second caller runs its job alone). A job is
+ * published as (fn, ctx, npieces, helpers) plus a 64-bit state word holding
+ * epoch << 32 | next piece. Everyone, the caller included, claims pieces with a
+ * compare-and-swap on the state word, so a late worker can never claim a piece of
+ * a job that has ended or run a new job's piece with an old job's fields:
+ *
+ *   caller:  state = (E, CLOSED); release fence; fields; done = 0; state = (E, 0)
+ *   worker:  s = state; read fields; acquire fence; CAS(state, s, s + 1)
+ *
+ * If the worker read any field of job E, the fences order the CLOSED store before its
+ * CAS, which then fails. The caller waits only for pieces that workers did claim
+ * (done), never for a worker to show up.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "lucid_pool.h"
+
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define LP_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+#define LP_PAUSE() __asm__ __volatile__("yield")
+#else
+#define LP_PAUSE() ((void)0)
+#endif
+
+#define LP_CLOSED 0xffffffffu
+/* How long an idle worker spins before it sleeps (a Python loop calling kernels
+ * back to back comes back within a few microseconds). */
+#define LP_SPIN_NS 50000L
+/* How long the caller spins on pieces claimed by workers before yielding its core. */
+#define LP_WAIT_SPINS 2000
+
+static struct {
+    pthread_mutex_t submit;        /* held while a job runs, and to resize the pool */
+    _Atomic uint64_t state;        /* epoch << 32 | next piece (LP_CLOSED: no job) */
+    _Atomic(lucid_piece_fn) fn;
+    _Atomic(void *) ctx;
+    _Atomic ptrdiff_t npieces;
+    _Atomic int helpers;           /* workers with id < helpers take part */
+    _Atomic ptrdiff_t done;        /* pieces finished by workers */
+    _Atomic uint32_t wake;         /* bumped for every job and resize; the futex word */
+    _Atomic int sleepers;
+    _Atomic int limit;             /* workers with id >= limit exit */
+    uint32_t epoch;
+    int nworkers;
+    int atfork_done;
+    pthread_t tid[LUCID_POOL_MAX_THREADS];
+#ifndef __linux__
+    pthread_mutex_t wm;
+    pthread_cond_t wc;
+#endif
+} P = {
+    .submit = PTHREAD_MUTEX_INITIALIZER,
+    .state = ((uint64_t)0 << 32) | LP_CLOSED,
+#ifndef __linux__
+    .wm = PTHREAD_MUTEX_INITIALIZER,
+    .wc = PTHREAD_COND_INITIALIZER,
+#endif
+};
+
+static long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+static void sleep_until_changed(uint32_t seen)
+{
+    atomic_fetch_add(&P.sleepers, 1);
+#ifdef __linux__
+    while (atomic_load(&P.wake) == seen)
+        syscall(SYS_futex, (uint32_t *)&P.wake, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+#else
+    pthread_mutex_lock(&P.wm);
+    while (atomic_load(&P.wake) == seen) pthread_cond_wait(&P.wc, &P.wm);
+    pthread_mutex_unlock(&P.wm);
+#endif
+    atomic_fetch_sub(&P.sleepers, 1);
+}
+
+static void wake_all(void)
+{
+    atomic_fetch_add(&P.wake, 1);
+    if (atomic_load(&P.sleepers) > 0) {
+#ifdef __linux__
+        syscall(SYS_futex, (uint32_t *)&P.wake, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#else
+        pthread_mutex_lock(&P.wm);
+        pthread_cond_broadcast(&P.wc);
+        pthread_mutex_unlock(&P.wm);
+#endif
+    }
+}
+
+/* Claim and run pieces of the current job, if worker `id` takes part in it. */
+static void help(int id)
+{
+    uint64_t s = atomic_load_explicit(&P.state, memory_order_acquire);
+    for (;;) {
+        uint32_t k = (uint32_t)s;
+        if (k == LP_CLOSED) return;
+        lucid_piece_fn fn = atomic_load_explicit(&P.fn, memory_order_relaxed);
+        void *ctx = atomic_load_explicit(&P.ctx, memory_order_relaxed);
+        ptrdiff_t np = atomic_load_explicit(&P.npieces, memory_order_relaxed);
+        int helpers = atomic_load_explicit(&P.helpers, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        if (id >= helpers || (ptrdiff_t)k >= np) return;
+        if (atomic_compare_exchange_weak_explicit(&P.state, &s, s + 1, memory_order_acq_rel,
+                                                  memory_order_acquire)) {
+            fn(ctx, (ptrdiff_t)k);
+            atomic_fetch_add_explicit(&P.done, 1, memory_order_release);
+            s = atomic_load_explicit(&P.state, memory_order_acquire);
+        }
+    }
+}
+
+static void *worker(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    for (;;) {
+        uint32_t seen = atomic_load(&P.wake);
+        if (id >= atomic_load(&P.limit)) return NULL;
+        help(id);
+        long t0 = now_ns();
+        int spins = 0;
+        while (atomic_load_explicit(&P.wake, memory_order_relaxed) == seen) {
+            LP_PAUSE();
+            if (++spins % 64 == 0 && now_ns() - t0 > LP_SPIN_NS) {
+                sleep_until_changed(seen);
+                break;
+            }
+        }
+    }
+}
+
+static void atfork_prepare(void) { pthread_mutex_lock(&P.submit); }
+static void atfork_parent(void) { pthread_mutex_unlock(&P.submit); }
+
+/* The child has the forking thread only: forget the parent's workers. */
+static void atfork_child(void)
+{
+    P.nworkers = 0;
+    atomic_store(&P.sleepers, 0);
+    atomic_store(&P.state, ((uint64_t)P.epoch << 32) | LP_CLOSED);
+#ifndef __linux__
+    pthread_mutex_init(&P.wm, NULL);
+    pthread_cond_init(&P.wc, NULL);
+#endif
+    pthread_mutex_unlock(&P.submit);   /* locked by this thread in atfork_prepare */
+}
+
+/* With P.submit held: make sure `want` workers exist. 0 or pthread_create's error. */
+static int start_locked(int want)
+{
+    if (want > LUCID_POOL_MAX_THREADS - 1) want = LUCID_POOL_MAX_THREADS - 1;
+    if (want <= P.nworkers) return 0;
+    if (!P.atfork_done) {
+        int rc = pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+        if (rc != 0) return rc;
+        P.atfork_done = 1;
+    }
+    atomic_store(&P.limit, want);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);   /* signals stay with Python's threads */
+    int rc = 0;
+    while (P.nworkers < want) {
+        rc = pthread_create(&P.tid[P.nworkers], NULL, worker, (void *)(intptr_t)P.nworkers);
+        if (rc != 0) break;
+        P.nworkers++;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+int lucid_pool_start(int nthreads)
+{
+    if (nthreads < 1 || nthreads > LUCID_POOL_MAX_THREADS) return EINVAL;
+    pthread_mutex_lock(&P.submit);
+    int rc = start_locked(nthreads - 1);
+    pthread_mutex_unlock(&P.submit);
+    return rc;
+}
+
+int lucid_pool_resize(int nthreads)
+{
+    if (nthreads < 1 || nthreads > LUCID_POOL_MAX_THREADS) return -1;
+    int want = nthreads - 1;
+    pthread_mutex_lock(&P.submit);
+    atomic_store(&P.limit, want);
+    if (want < P.nworkers) {
+        wake_all();
+        for (int i = want; i < P.nworkers; i++) pthread_join(P.tid[i], NULL);
+        P.nworkers = want;
+    }
+    pthread_mutex_unlock(&P.submit);
+    return 0;
+}
+
+int lucid_pool_workers(void)
+{
+    pthread_mutex_lock(&P.submit);
+    int n = P.nworkers;
+    pthread_mutex_unlock(&P.submit);
+    return n;
+}
+
+static void run_serial(lucid_piece_fn fn, void *ctx, ptrdiff_t npieces)
+{
+    for (ptrdiff_t i = 0; i < npieces; i++) fn(ctx, i);
+}
+
+void lucid_pool_run(lucid_piece_fn fn, void *ctx, ptrdiff_t npieces, int nthreads)
+{
+    if (npieces <= 0) return;
+    if (nthreads <= 1 || npieces == 1 || npieces >= (ptrdiff_t)LP_CLOSED ||
+        pthread_mutex_trylock(&P.submit) != 0) {
+        run_serial(fn, ctx, npieces);
+        return;
+    }
+    if (nthreads > LUCID_POOL_MAX_THREADS) nthreads = LUCID_POOL_MAX_THREADS;
+    (void)start_locked(nthreads - 1);   /* fewer workers if the OS refuses more */
+    int helpers = nthreads - 1 < P.nworkers ? nthreads - 1 : P.nworkers;
+    if (helpers == 0) {
+        pthread_mutex_unlock(&P.submit);
+        run_serial(fn, ctx, npieces);
+        return;
+    }
+    uint64_t e = (uint64_t)(++P.epoch) << 32;
+    atomic_store_explicit(&P.state, e | LP_CLOSED, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&P.fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&P.ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&P.npieces, npieces, memory_order_relaxed);
+    atomic_store_explicit(&P.helpers, helpers, memory_order_relaxed);
+    atomic_store_explicit(&P.done, 0, memory_order_relaxed);
+    atomic_store_explicit(&P.state, e, memory_order_release);
+    wake_all();
+
+    ptrdiff_t mine = 0;
+    uint64_t s = e;
+    for (;;) {
+        ptrdiff_t k = (ptrdiff_t)(uint32_t)s;
+        if (k >= npieces) break;
+        if (atomic_compare_exchange_weak_explicit(&P.state, &s, s + 1, memory_order_acq_rel,
+                                                  memory_order_relaxed)) {
+            fn(ctx, k);
+            mine++;
+            s++;
+        }
+    }
+    /* Only pieces a worker has claimed are left; wait for those. */
+    int spins = 0;
+    while (atomic_load_explicit(&P.done, memory_order_acquire) + mine < npieces) {
+        if (++spins < LP_WAIT_SPINS) LP_PAUSE();
+        else sched_yield();
+    }
+    pthread_mutex_unlock(&P.submit);
+}

@@ -1,0 +1,395 @@
+/*
+ * lucid_reduce_tpl.h -- the reduction kernels of one element type, included by
+ * lucid_reduce.c once per type with
+ *   T        the element type (float, double)
+ *   LR(name) the name with the type's suffix
+ *   LR_SUMN  the pairwise sum of contiguous data (lucid_sumf / lucid_sum)
+ *   EXPT     exp of T (expf / exp: libmvec in `omp simd` loops)
+ *
+ * Every sum has a fixed order given the shape: rows are summed pairwise (leaves of
+ * 256 elements), columns pairwise over blocks of LR_COL_LEAF rows in double, and
+ * the blocks of a full reduction are combined pairwise in double.
+ */
+
+/* ---- one contiguous run ------------------------------------------------ */
+
+/* The largest (CMP '>') or smallest ('<') of x[0:n], n >= 1, and the index of its
+ * first occurrence if at != NULL. NaN wins (the first NaN), as NumPy and torch. The
+ * vector pass also adds v - v per lane, which is NaN only if some v is inf or NaN;
+ * then the exact scalar pass decides. */
+#define LR_EXT_BODY(CMP)                                                         \
+    T m;                                                                         \
+    if (n >= 32) {                                                               \
+        T acc[16], z[16];                                                        \
+        for (int l = 0; l < 16; l++) { acc[l] = x[l]; z[l] = x[l] - x[l]; }      \
+        ptrdiff_t i = 16;                                                        \
+        for (; i + 16 <= n; i += 16) {                                           \
+            _Pragma("omp simd")                                                  \
+            for (int l = 0; l < 16; l++) {                                       \
+                T v = x[i + l];                                                  \
+                acc[l] = v CMP acc[l] ? v : acc[l];                              \
+                z[l] += v - v;                                                   \
+            }                                                                    \
+        }                                                                        \
+        T zz = 0;                                                                \
+        m = acc[0];                                                              \
+        for (int l = 0; l < 16; l++) { zz += z[l]; m = acc[l] CMP m ? acc[l] : m; } \
+        for (; i < n; i++) { zz += x[i] - x[i]; m = x[i] CMP m ? x[i] : m; }     \
+        if (zz == zz) {                                                          \
+            if (at) {                                                            \
+                ptrdiff_t k = 0;                                                 \
+                while (x[k] != m) k++;                                           \
+                *at = k;                                                         \
+            }                                                                    \
+            return m;                                                            \
+        }                                                                        \
+    }                                                                            \
+    m = x[0];                                                                    \
+    ptrdiff_t k = 0;                                                             \
+    if (m == m) {                                                                \
+        for (ptrdiff_t i = 1; i < n; i++) {                                      \
+            T v = x[i];                                                          \
+            if (v != v) { m = v; k = i; break; }                                 \
+            if (v CMP m) { m = v; k = i; }                                       \
+        }                                                                        \
+    }                                                                            \
+    if (at) *at = k;                                                             \
+    return m;
+
+LV_CLONES static T LR(maxrun)(const T *x, ptrdiff_t n, ptrdiff_t *at) { LR_EXT_BODY(>) }
+LV_CLONES static T LR(minrun)(const T *x, ptrdiff_t n, ptrdiff_t *at) { LR_EXT_BODY(<) }
+
+/* The shift of the exp-sums: the max if finite, else 0 (then the sums give inf, nan
+ * or log(0) = -inf exactly as the unshifted formula does). */
+static T LR(shift)(T m) { return isfinite(m) ? m : (T)0; }
+
+/* sum(exp(x - m)) in blocks of 256 (vector sums in T, blocks added in double). */
+LV_CLONES static double LR(sumexp)(const T *x, ptrdiff_t n, T m)
+{
+    double acc = 0;
+    for (ptrdiff_t b = 0; b < n; b += 256) {
+        ptrdiff_t e = n - b < 256 ? n - b : 256;
+        const T *xb = x + b;
+        T s = 0;
+        _Pragma("omp simd reduction(+:s)")
+        for (ptrdiff_t i = 0; i < e; i++) s += EXPT(xb[i] - m);
+        acc += s;
+    }
+    return acc;
+}
+
+/* y = exp(x - m); returns sum(y), summed as sumexp does. */
+LV_CLONES static double LR(expwrite)(const T *x, T *y, ptrdiff_t n, T m)
+{
+    double acc = 0;
+    for (ptrdiff_t b = 0; b < n; b += 256) {
+        ptrdiff_t e = n - b < 256 ? n - b : 256;
+        const T *xb = x + b;
+        T *yb = y + b;
+        T s = 0;
+        _Pragma("omp simd reduction(+:s)")
+        for (ptrdiff_t i = 0; i < e; i++) {
+            T v = EXPT(xb[i] - m);
+            yb[i] = v;
+            s += v;
+        }
+        acc += s;
+    }
+    return acc;
+}
+
+/* y = x - m; returns sum(exp(y)), summed as sumexp does. */
+LV_CLONES static double LR(shiftwrite)(const T *x, T *y, ptrdiff_t n, T m)
+{
+    double acc = 0;
+    for (ptrdiff_t b = 0; b < n; b += 256) {
+        ptrdiff_t e = n - b < 256 ? n - b : 256;
+        const T *xb = x + b;
+        T *yb = y + b;
+        T s = 0;
+        _Pragma("omp simd reduction(+:s)")
+        for (ptrdiff_t i = 0; i < e; i++) {
+            T v = xb[i] - m;
+            yb[i] = v;
+            s += EXPT(v);
+        }
+        acc += s;
+    }
+    return acc;
+}
+
+LV_CLONES static void LR(scale)(T *y, ptrdiff_t n, T a)
+{
+    _Pragma("omp simd")
+    for (ptrdiff_t i = 0; i < n; i++) y[i] *= a;
+}
+
+LV_CLONES static void LR(addc)(T *y, ptrdiff_t n, T c)
+{
+    _Pragma("omp simd")
+    for (ptrdiff_t i = 0; i < n; i++) y[i] += c;
+}
+
+/* ---- rows (I == 1) ----------------------------------------------------- */
+
+static void LR(row)(const lucid_red_plan *p, ptrdiff_t r)
+{
+    ptrdiff_t L = p->red;
+    const T *x = (const T *)p->x + r * L;
+    T *y = (T *)p->y;
+    ptrdiff_t at;
+    switch (p->op) {
+    case LR_SUM:
+        y[r] = (T)LR_SUMN(x, L);
+        break;
+    case LR_MAX:
+    case LR_MIN:
+        y[r] = p->op == LR_MAX ? LR(maxrun)(x, L, p->idx ? &at : NULL)
+                               : LR(minrun)(x, L, p->idx ? &at : NULL);
+        if (p->idx) p->idx[r] = at;
+        break;
+    case LR_LSE: {
+        T m = LR(shift)(LR(maxrun)(x, L, NULL));
+        y[r] = (T)(log(LR(sumexp)(x, L, m)) + (double)m);
+        break;
+    }
+    case LR_SOFTMAX: {
+        T m = LR(shift)(LR(maxrun)(x, L, NULL));
+        double s = LR(expwrite)(x, y + r * L, L, m);
+        LR(scale)(y + r * L, L, (T)(1.0 / s));
+        break;
+    }
+    case LR_LOGSOFTMAX: {
+        T m = LR(shift)(LR(maxrun)(x, L, NULL));
+        double s = LR(shiftwrite)(x, y + r * L, L, m);
+        LR(addc)(y + r * L, L, (T)(-log(s)));
+        break;
+    }
+    }
+}
+
+/* ---- columns (I > 1): w <= LR_COL_W columns at x, rows I apart ------------ */
+
+/* Column sums, pairwise over blocks of LR_COL_LEAF rows, in double. */
+LV_CLONES static void LR(colsum)(const T *x, ptrdiff_t I, ptrdiff_t R, int w, double *out)
+{
+    if (R <= LR_COL_LEAF) {
+        int c0 = 0;
+        /* groups of 16 columns: the accumulators stay in registers */
+        for (; c0 + 16 <= w; c0 += 16) {
+            double acc[16] = {0};
+            for (ptrdiff_t r = 0; r < R; r++) {
+                const T *xr = x + r * I + c0;
+                _Pragma("omp simd")
+                for (int l = 0; l < 16; l++) acc[l] += xr[l];
+            }
+            for (int l = 0; l < 16; l++) out[c0 + l] = acc[l];
+        }
+        for (int c = c0; c < w; c++) out[c] = 0;
+        for (ptrdiff_t r = 0; r < R && c0 < w; r++) {
+            const T *xr = x + r * I;
+            _Pragma("omp simd")
+            for (int c = c0; c < w; c++) out[c] += xr[c];
+        }
+        return;
+    }
+    ptrdiff_t h = (R / 2 / LR_COL_LEAF) * LR_COL_LEAF;
+    if (h == 0) h = LR_COL_LEAF;
+    double tmp[LR_COL_W];
+    LR(colsum)(x, I, h, w, out);
+    LR(colsum)(x + h * I, I, R - h, w, tmp);
+    for (int c = 0; c < w; c++) out[c] += tmp[c];
+}
+
+/* Column extremes (and first indices); columns holding inf or NaN are redone
+ * exactly (a strided walk, for those columns only). */
+#define LR_COLEXT_BODY(CMP)                                                      \
+    T z[LR_COL_W];                                                               \
+    for (int c = 0; c < w; c++) { m[c] = x[c]; z[c] = x[c] - x[c]; }             \
+    for (ptrdiff_t r = 1; r < R; r++) {                                          \
+        const T *xr = x + r * I;                                                 \
+        _Pragma("omp simd")                                                      \
+        for (int c = 0; c < w; c++) {                                            \
+            T v = xr[c];                                                         \
+            m[c] = v CMP m[c] ? v : m[c];                                        \
+            z[c] += v - v;                                                       \
+        }                                                                        \
+    }                                                                            \
+    if (at) {                                                                    \
+        for (int c = 0; c < w; c++) at[c] = -1;                                  \
+        for (ptrdiff_t r = 0; r < R; r++) {                                      \
+            const T *xr = x + r * I;                                             \
+            _Pragma("omp simd")                                                  \
+            for (int c = 0; c < w; c++)                                          \
+                at[c] = (at[c] < 0 && xr[c] == m[c]) ? (int64_t)r : at[c];       \
+        }                                                                        \
+    }                                                                            \
+    for (int c = 0; c < w; c++) {                                                \
+        if (z[c] == z[c]) continue;                                              \
+        T v0 = x[c];                                                             \
+        ptrdiff_t k = 0;                                                         \
+        if (v0 == v0) {                                                          \
+            for (ptrdiff_t r = 1; r < R; r++) {                                  \
+                T v = x[r * I + c];                                              \
+                if (v != v) { v0 = v; k = r; break; }                            \
+                if (v CMP v0) { v0 = v; k = r; }                                 \
+            }                                                                    \
+        }                                                                        \
+        m[c] = v0;                                                               \
+        if (at) at[c] = k;                                                       \
+    }
+
+LV_CLONES static void LR(colmax)(const T *x, ptrdiff_t I, ptrdiff_t R, int w, T *m,
+                                 int64_t *at) { LR_COLEXT_BODY(>) }
+LV_CLONES static void LR(colmin)(const T *x, ptrdiff_t I, ptrdiff_t R, int w, T *m,
+                                 int64_t *at) { LR_COLEXT_BODY(<) }
+
+/* lse / softmax / log_softmax down the columns: the max, then one pass computing
+ * exp (and writing y for the row-wise ops) with column sums in double, then y
+ * scaled or shifted in place. */
+LV_CLONES static void LR(colexp)(const T *x, T *y, ptrdiff_t I, ptrdiff_t R, int w, int op,
+                                 T *out)
+{
+    T m[LR_COL_W];
+    double s[LR_COL_W];
+    LR(colmax)(x, I, R, w, m, NULL);
+    for (int c = 0; c < w; c++) { m[c] = LR(shift)(m[c]); s[c] = 0; }
+    for (ptrdiff_t r = 0; r < R; r++) {
+        const T *xr = x + r * I;
+        if (op == LR_LSE) {
+            _Pragma("omp simd")
+            for (int c = 0; c < w; c++) s[c] += EXPT(xr[c] - m[c]);
+        } else if (op == LR_SOFTMAX) {
+            T *yr = y + r * I;
+            _Pragma("omp simd")
+            for (int c = 0; c < w; c++) { T v = EXPT(xr[c] - m[c]); yr[c] = v; s[c] += v; }
+        } else {
+            T *yr = y + r * I;
+            _Pragma("omp simd")
+            for (int c = 0; c < w; c++) { T v = xr[c] - m[c]; yr[c] = v; s[c] += EXPT(v); }
+        }
+    }
+    if (op == LR_LSE) {
+        for (int c = 0; c < w; c++) out[c] = (T)(log(s[c]) + (double)m[c]);
+        return;
+    }
+    T k[LR_COL_W];
+    for (int c = 0; c < w; c++) k[c] = op == LR_SOFTMAX ? (T)(1.0 / s[c]) : (T)(-log(s[c]));
+    for (ptrdiff_t r = 0; r < R; r++) {
+        T *yr = y + r * I;
+        if (op == LR_SOFTMAX) {
+            _Pragma("omp simd")
+            for (int c = 0; c < w; c++) yr[c] *= k[c];
+        } else {
+            _Pragma("omp simd")
+            for (int c = 0; c < w; c++) yr[c] += k[c];
+        }
+    }
+}
+
+static void LR(cols)(const lucid_red_plan *p, ptrdiff_t piece)
+{
+    ptrdiff_t nch = (p->inner + LR_COL_W - 1) / LR_COL_W;
+    ptrdiff_t o = piece / nch, c0 = (piece % nch) * LR_COL_W;
+    int w = (int)(p->inner - c0 < LR_COL_W ? p->inner - c0 : LR_COL_W);
+    const T *x = (const T *)p->x + o * p->red * p->inner + c0;
+    T *y = (T *)p->y;
+    ptrdiff_t oi = o * p->inner + c0;
+    switch (p->op) {
+    case LR_SUM: {
+        double s[LR_COL_W];
+        LR(colsum)(x, p->inner, p->red, w, s);
+        for (int c = 0; c < w; c++) y[oi + c] = (T)s[c];
+        break;
+    }
+    case LR_MAX:
+        LR(colmax)(x, p->inner, p->red, w, y + oi, p->idx ? p->idx + oi : NULL);
+        break;
+    case LR_MIN:
+        LR(colmin)(x, p->inner, p->red, w, y + oi, p->idx ? p->idx + oi : NULL);
+        break;
+    case LR_LSE:
+        LR(colexp)(x, NULL, p->inner, p->red, w, p->op, y + oi);
+        break;
+    default:
+        LR(colexp)(x, y + o * p->red * p->inner + c0, p->inner, p->red, w, p->op, NULL);
+        break;
+    }
+}
+
+/* ---- full (O == I == 1): blocks of LR_BLOCK, combined in lucid_red_step ---- */
+
+static void LR(block)(lucid_red_plan *p, ptrdiff_t b)
+{
+    ptrdiff_t s0 = b * LR_BLOCK;
+    ptrdiff_t n = p->red - s0 < LR_BLOCK ? p->red - s0 : LR_BLOCK;
+    const T *x = (const T *)p->x + s0;
+    T *y = (T *)p->y + s0;
+    ptrdiff_t at = 0;
+    if (p->op == LR_SUM) {
+        p->part[b] = LR_SUMN(x, n);
+    } else if (p->op == LR_MAX || p->op == LR_MIN || p->phase == 0) {
+        int mx = p->op != LR_MIN;
+        ptrdiff_t *pa = p->idx ? &at : NULL;
+        p->part[b] = mx ? LR(maxrun)(x, n, pa) : LR(minrun)(x, n, pa);
+        p->ipart[b] = s0 + at;
+    } else if (p->phase == 1) {
+        T m = (T)p->shift;
+        if (p->op == LR_LSE) p->part[b] = LR(sumexp)(x, n, m);
+        else if (p->op == LR_SOFTMAX) p->part[b] = LR(expwrite)(x, y, n, m);
+        else p->part[b] = LR(shiftwrite)(x, y, n, m);
+    } else {
+        if (p->op == LR_SOFTMAX) LR(scale)(y, n, (T)(1.0 / p->total));
+        else LR(addc)(y, n, (T)(-log(p->total)));
+    }
+}
+
+static void LR(piece)(lucid_red_plan *p, ptrdiff_t piece)
+{
+    if (p->kind == LR_KIND_ROWS) {
+        ptrdiff_t r0 = piece * p->per, r1 = r0 + p->per < p->outer ? r0 + p->per : p->outer;
+        for (ptrdiff_t r = r0; r < r1; r++) LR(row)(p, r);
+    } else if (p->kind == LR_KIND_COLS) {
+        LR(cols)(p, piece);
+    } else {
+        LR(block)(p, piece);
+    }
+}
+
+/* The extreme over the blocks' partial results: first NaN, else first best. */
+static void LR(ext_combine)(lucid_red_plan *p, int mx, T *val, int64_t *at)
+{
+    T m = (T)p->part[0];
+    int64_t k = p->ipart[0];
+    for (ptrdiff_t b = 1; b < p->nblocks && m == m; b++) {
+        T v = (T)p->part[b];
+        if (v != v || (mx ? v > m : v < m)) { m = v; k = p->ipart[b]; }
+    }
+    *val = m;
+    *at = k;
+}
+
+static void LR(step)(lucid_red_plan *p)
+{
+    T *y = (T *)p->y;
+    if (p->kind != LR_KIND_FULL) { p->phase++; return; }
+    if (p->op == LR_SUM) {
+        y[0] = (T)lr_pairwise(p->part, p->nblocks);
+    } else if (p->op == LR_MAX || p->op == LR_MIN) {
+        int64_t k;
+        LR(ext_combine)(p, p->op == LR_MAX, y, &k);
+        if (p->idx) p->idx[0] = k;
+    } else if (p->phase == 0) {
+        T m;
+        int64_t k;
+        LR(ext_combine)(p, 1, &m, &k);
+        p->shift = (double)LR(shift)(m);
+    } else if (p->phase == 1) {
+        p->total = lr_pairwise(p->part, p->nblocks);
+        if (p->op == LR_LSE) y[0] = (T)(log(p->total) + p->shift);
+    }
+    p->phase++;
+}
+
+#undef LR_EXT_BODY
+#undef LR_COLEXT_BODY

@@ -1,0 +1,208 @@
+"""lucid's reduction kernels (src/lucid_reduce.c): sum, mean, amax/amin, max/min with
+indices, argmax/argmin, logsumexp, softmax and log_softmax over the last axis, the
+first axis, a middle axis and all axes, float32 and float64.
+
+Values are compared with float64 NumPy/SciPy (and torch where installed); results
+must be bitwise the same on 1, 2 and 4 threads (the summation order is fixed by
+the shape). Shapes are large enough to be split into several pieces and blocks.
+"""
+import numpy as np
+import pytest
+
+import lucid
+
+try:
+    import torch
+except ImportError:          # pragma: no cover
+    torch = None
+
+
+def _lse(a, axis):
+    m = np.max(a, axis=axis, keepdims=True)
+    return (np.log(np.sum(np.exp(a - m), axis=axis, keepdims=True)) + m).squeeze(axis)
+
+
+def _softmax(a, axis):
+    e = np.exp(a - np.max(a, axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _log_softmax(a, axis):
+    z = a - np.max(a, axis=axis, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
+
+
+# name -> (lucid call, float64 reference, exact?)
+OPS = {
+    "sum": (lambda t, d: lucid.sum(t) if d is None else lucid.sum(t, d),
+            lambda a, d: a.sum(axis=d), False),
+    "mean": (lambda t, d: lucid.mean(t) if d is None else lucid.mean(t, d),
+             lambda a, d: a.mean(axis=d), False),
+    "amax": (lambda t, d: lucid.amax(t) if d is None else lucid.amax(t, d),
+             lambda a, d: a.max(axis=d), True),
+    "amin": (lambda t, d: lucid.amin(t) if d is None else lucid.amin(t, d),
+             lambda a, d: a.min(axis=d), True),
+    "max_values": (lambda t, d: lucid.max(t) if d is None else lucid.max(t, d).values,
+                   lambda a, d: a.max(axis=d), True),
+    "max_indices": (lambda t, d: lucid.argmax(t) if d is None else lucid.max(t, d).indices,
+                    lambda a, d: a.argmax(axis=d), True),
+    "min_indices": (lambda t, d: lucid.argmin(t) if d is None else lucid.min(t, d).indices,
+                    lambda a, d: a.argmin(axis=d), True),
+    "argmax": (lambda t, d: lucid.argmax(t, d), lambda a, d: a.argmax(axis=d), True),
+    "argmin": (lambda t, d: lucid.argmin(t, d), lambda a, d: a.argmin(axis=d), True),
+    "logsumexp": (lambda t, d: lucid.logsumexp(t, d if d is not None else tuple(range(t.ndim))),
+                  lambda a, d: _lse(a.reshape(-1), 0) if d is None else _lse(a, d), False),
+    "softmax": (lambda t, d: lucid.softmax(t, d), _softmax, False),
+    "log_softmax": (lambda t, d: lucid.log_softmax(t, d), _log_softmax, False),
+}
+ROWWISE = {"softmax", "log_softmax"}
+
+# (id, shape, dim): rows, columns, a middle axis, everything (several blocks)
+LAYOUTS = [
+    ("last", (300, 517), 1),
+    ("first", (517, 300), 0),
+    ("first_narrow", (40000, 3), 0),
+    ("middle", (6, 301, 37), 1),
+    ("long_rows", (3, 70001), 1),
+    ("all", (300, 517), None),
+    ("all_1d", (100003,), None),
+    ("one_row", (100003,), 0),
+    ("small", (10, 100), 1),
+]
+
+CASES = [(op, lay) for op in OPS for lay in LAYOUTS
+         if not (op in ROWWISE and lay[2] is None)
+         and not (op in ("argmax", "argmin") and lay[2] is None)]
+
+
+@pytest.fixture
+def threads():
+    old = lucid.get_num_threads()
+    yield
+    lucid.set_num_threads(old)
+
+
+def _data(shape, dtype, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype) * 3
+
+
+def _tol(dtype):
+    return dict(rtol=2e-5, atol=2e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("op,layout", CASES, ids=[f"{o}-{lay[0]}" for o, lay in CASES])
+def test_matches_reference_and_is_bitwise_across_threads(op, layout, dtype, threads):
+    _, shape, dim = layout
+    call, ref, exact = OPS[op]
+    a = _data(shape, dtype)
+    t = lucid.tensor(a)
+    outs = []
+    for nt in (1, 2, 4):
+        lucid.set_num_threads(nt)
+        outs.append(np.asarray(call(t, dim).numpy()))
+    for o in outs[1:]:
+        assert o.dtype == outs[0].dtype and o.shape == outs[0].shape
+        assert o.tobytes() == outs[0].tobytes(), f"{op} differs across thread counts"
+    want = ref(a.astype(np.float64) if not exact else a, dim)
+    got = outs[0]
+    assert got.shape == np.shape(want)
+    if exact:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got.astype(np.float64), want, **_tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("shape,dim", [((300, 517), 1), ((517, 300), 0), ((100003,), 0)])
+def test_sum_is_as_accurate_as_numpy(shape, dim, dtype):
+    """The blocked pairwise sum is at least as accurate as NumPy's, on data whose
+    naive float32 sum loses digits (a large offset)."""
+    a = (np.random.default_rng(3).standard_normal(shape) + 100).astype(dtype)
+    exact = a.astype(np.float64).sum(axis=dim) if dtype == np.float32 else \
+        np.asarray([float(np.sum(np.asarray(r, np.longdouble))) for r in
+                    np.moveaxis(a, dim, -1).reshape(-1, shape[dim])]).reshape(
+                        np.delete(np.array(shape), dim))
+    got = lucid.sum(lucid.tensor(a), dim).numpy().astype(np.float64)
+    npy = a.sum(axis=dim).astype(np.float64)
+    ulp = np.spacing(np.abs(exact).astype(dtype)).astype(np.float64)
+    err, nerr = np.abs(got - exact), np.abs(npy - exact)
+    assert np.max(err / ulp) <= np.max(nerr / ulp) + 1       # within one final rounding
+    assert np.mean(err) <= 1.5 * np.mean(nerr) + np.mean(ulp) / 2
+
+
+def _specials(dtype):
+    """Rows with NaN, +-inf, all -inf, and ties, long enough for the vector paths."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((8, 97)).astype(dtype)
+    a[0, 50] = np.nan
+    a[1, 3] = np.inf
+    a[2, :] = -np.inf
+    a[3, 10] = np.inf
+    a[3, 20] = -np.inf
+    a[4, 60] = np.nan
+    a[4, 70] = np.inf
+    a[5, :] = 1.0                      # ties: the first index wins
+    a[6, 96] = np.nan                  # in the scalar tail
+    a[7, 0] = np.nan
+    return a
+
+
+@pytest.mark.skipif(torch is None, reason="torch not installed")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_special_values_match_torch(dim, dtype):
+    a = _specials(dtype)
+    if dim == 0:
+        a = np.ascontiguousarray(a.T)
+    t, tt = lucid.tensor(a), torch.from_numpy(a.copy())
+    pairs = [
+        (lucid.amax(t, dim), torch.amax(tt, dim)),
+        (lucid.amin(t, dim), torch.amin(tt, dim)),
+        (lucid.max(t, dim).values, torch.max(tt, dim).values),
+        (lucid.logsumexp(t, dim), torch.logsumexp(tt, dim)),
+        (lucid.sum(t, dim), torch.sum(tt, dim)),
+    ]
+    # softmax / log_softmax keep lucid's rule (a non-finite max shifts by 0: a row
+    # holding +inf gives 0 for its finite entries, where torch gives NaN)
+    with np.errstate(all="ignore"):
+        m = np.max(a, axis=dim, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0)
+        e = np.exp(a - m)
+        pairs += [(lucid.softmax(t, dim), e / e.sum(axis=dim, keepdims=True)),
+                  (lucid.log_softmax(t, dim), (a - m) - np.log(e.sum(axis=dim, keepdims=True)))]
+    for got, want in pairs:
+        want = want.numpy() if hasattr(want, 'numpy') else want
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6,
+                                   equal_nan=True)
+    # indices: NaN wins, then the first of tied extremes (NumPy's rule; torch agrees
+    # on these rows)
+    np.testing.assert_array_equal(lucid.max(t, dim).indices.numpy(), np.argmax(a, axis=dim))
+    np.testing.assert_array_equal(lucid.argmin(t, dim).numpy(), np.argmin(a, axis=dim))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_full_reductions_with_special_values(dtype):
+    a = _data((100003,), dtype)
+    a[77777] = np.inf
+    t = lucid.tensor(a)
+    assert lucid.amax(t).item() == np.inf and lucid.argmax(t).item() == 77777
+    a[40000] = np.nan
+    t = lucid.tensor(a)
+    assert np.isnan(lucid.amax(t).item()) and lucid.argmax(t).item() == 40000
+    assert np.isnan(lucid.sum(t).item())
+
+
+@pytest.mark.parametrize("op", ["sum", "amax", "logsumexp", "softmax", "log_softmax"])
+def test_noncontiguous_and_keepdim_agree_with_contiguous(op):
+    base = _data((400, 130), np.float32)
+    view = lucid.from_numpy(base).transpose(0, 1)          # (130, 400), not contiguous
+    dense = lucid.tensor(np.ascontiguousarray(base.T))
+    f = {"sum": lambda t: lucid.sum(t, 1, keepdim=True),
+         "amax": lambda t: lucid.amax(t, 1, keepdim=True),
+         "logsumexp": lambda t: lucid.logsumexp(t, 1, keepdim=True),
+         "softmax": lambda t: lucid.softmax(t, 1),
+         "log_softmax": lambda t: lucid.log_softmax(t, 1)}[op]
+    got, want = f(view).numpy(), f(dense).numpy()
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)   # NumPy's order vs lucid's

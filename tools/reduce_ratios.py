@@ -1,0 +1,91 @@
+#!/usr/bin/env python
+"""Print lucid / torch and lucid / numpy time ratios for reductions and the softmax
+family, measured in one process (median of repeats; the bench/ suite does the same
+with pytest-benchmark).
+
+    python tools/reduce_ratios.py                     # the issue's (1000, 100) float32 cases
+    python tools/reduce_ratios.py --full              # every op x axis, 1e3/1e5, f32/f64, 1/2 threads
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import lucid  # noqa: E402
+import torch  # noqa: E402
+from test_reduce_bench import AXES, REDUCTIONS  # noqa: E402
+
+ISSUE = [("sum", "last", "fwd"), ("amax", "last", "fwd"), ("sum", "first", "fwd"),
+         ("softmax", "last", "fwd"), ("log_softmax", "last", "fwd_bwd")]
+
+
+def med(f, reps=9):
+    f()
+    n, t = 1, 0.0
+    while t < 2e-3:                       # calls per repeat: about 2 ms
+        t0 = time.perf_counter()
+        for _ in range(n):
+            f()
+        t = time.perf_counter() - t0
+        n *= 2
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            f()
+        ts.append((time.perf_counter() - t0) / n)
+    return statistics.median(ts)
+
+
+def case(name, ax, mode, shape, dtype, threads):
+    fl, ft, fn, _, _ = REDUCTIONS[name]
+    d = AXES[ax]
+    lucid.set_num_threads(threads)
+    torch.set_num_threads(threads)
+    a = np.random.default_rng(0).standard_normal(shape).astype(dtype)
+    out = {}
+    for peer, mod, make, f in (("lucid", lucid, lambda v, rg: lucid.tensor(v, requires_grad=rg), fl),
+                               ("torch", torch, lambda v, rg: torch.from_numpy(v.copy())
+                                .requires_grad_(rg), ft)):
+        x = make(a, mode == "fwd_bwd")
+        if mode == "fwd":
+            out[peer] = med(lambda: f(mod, x, d))
+        else:
+            w = mod.tensor(np.linspace(-1, 1, a.size).reshape(shape).astype(dtype))
+
+            def fb():
+                x.grad = None
+                (f(mod, x, d) * w).sum().backward()
+            out[peer] = med(fb)
+    if mode == "fwd":
+        out["numpy"] = med(lambda: fn(a, d))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--full", action="store_true")
+    args = ap.parse_args()
+    print(f"lucid from {os.path.dirname(lucid.__file__)}; torch {torch.__version__}")
+    print(f"{'case':44s} {'lucid us':>9s} {'torch us':>9s} {'l/torch':>8s} {'l/numpy':>8s}")
+    if args.full:
+        cases = [(n, ax, m, s, dt, t) for n, row in REDUCTIONS.items() for ax in row[3]
+                 for m in (["fwd", "fwd_bwd"] if row[4] else ["fwd"])
+                 for s in ((10, 100), (1000, 100)) for dt in ("float32", "float64")
+                 for t in (1, 2) if not (s == (10, 100) and t == 2)]
+    else:
+        cases = [(n, ax, m, (1000, 100), "float32", 1) for n, ax, m in ISSUE]
+    for n, ax, m, s, dt, t in cases:
+        r = case(n, ax, m, s, dt, t)
+        label = f"{n}({ax}) {m} {s} {dt} t{t}"
+        npr = f"{r['lucid'] / r['numpy']:8.2f}" if "numpy" in r else " " * 8
+        print(f"{label:44s} {r['lucid'] * 1e6:9.2f} {r['torch'] * 1e6:9.2f} "
+              f"{r['lucid'] / r['torch']:8.2f} {npr}")
+
+
+if __name__ == "__main__":
+    main()
