@@ -9,3 +9,4 @@ FAMILIES = (unary, binary, compare, reduce, shape, linalg, creation)
 # Families written in Python over NumPy/LAPACK (their nodes are core.PyNode subclasses);
 # imported here so that their schemas and exports exist before lucid.ops reads them.
 from lucid import linalg as _linalg  # noqa: F401,E402
+from lucid import _sorting  # noqa: F401,E402

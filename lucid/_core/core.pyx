@@ -586,14 +586,43 @@ cdef class Tensor:
     def __ge__(self, other):
         return ops.ge(self, other)
 
+    # &, |, ^, <<, >>: bitwise on integer tensors as torch (on bool tensors &, |, ^ are
+    # the logical ops, which is what bitwise means for bool); floating tensors raise.
     def __and__(self, other):
-        return ops.logical_and(self, other)
+        return ops.bitwise_and(self, other)
+
+    def __rand__(self, other):
+        return ops.bitwise_and(other, self)
 
     def __or__(self, other):
-        return ops.logical_or(self, other)
+        return ops.bitwise_or(self, other)
+
+    def __ror__(self, other):
+        return ops.bitwise_or(other, self)
 
     def __xor__(self, other):
-        return ops.logical_xor(self, other)
+        return ops.bitwise_xor(self, other)
+
+    def __rxor__(self, other):
+        return ops.bitwise_xor(other, self)
+
+    def __lshift__(self, other):
+        return ops.bitwise_left_shift(self, other)
+
+    def __rlshift__(self, other):
+        return ops.bitwise_left_shift(other, self)
+
+    def __rshift__(self, other):
+        return ops.bitwise_right_shift(self, other)
+
+    def __rrshift__(self, other):
+        return ops.bitwise_right_shift(other, self)
+
+    def __floordiv__(self, other):
+        return ops.floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        return ops.floor_divide(other, self)
 
     def __getitem__(self, index):
         return ops._getitem(self, index)
