@@ -10,6 +10,7 @@ second derivatives, come from those ops' nodes). Ops whose backward is not a sel
 :class:`lucid._core.core.PyNode` whose ``grad_formula_impl`` is written in lucid ops.
 """
 import collections
+import operator
 
 import numpy as np
 
@@ -47,6 +48,7 @@ def _idx(arr):
 
 
 def _dim(d, nd):
+    d = operator.index(d)
     n = max(nd, 1)
     if not -n <= d < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "

@@ -13,6 +13,7 @@ differentiated through their parts. Ops with several differentiable outputs (``e
 LAPACK has no float16: the decompositions reject it, as torch does.
 """
 import collections
+import operator
 import string
 
 import numpy as np
@@ -112,6 +113,7 @@ def _lapack(fn, *arrs):
 # -- diagonal and friends -----------------------------------------------------------
 
 def _norm_dim(d, nd):
+    d = operator.index(d)
     if not -nd <= d < nd:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], "
                          f"but got {d})")
@@ -141,6 +143,8 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
     dim), ``offset`` above (> 0) or below (< 0) the main one."""
     x = _t(input)
     nd = x.ndim
+    if nd < 2:
+        raise ShapeError(f"diagonal() needs a tensor of at least 2 dims, got {nd}")
     d1, d2 = _norm_dim(dim1, nd), _norm_dim(dim2, nd)
     if d1 == d2:
         raise ValueError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
