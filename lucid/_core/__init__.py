@@ -10,3 +10,4 @@ FAMILIES = (unary, binary, compare, reduce, shape, linalg, creation)
 # imported here so that their schemas and exports exist before lucid.ops reads them.
 from lucid import linalg as _linalg  # noqa: F401,E402
 from lucid import _sorting  # noqa: F401,E402
+from lucid import special as _special  # noqa: F401,E402
