@@ -11,6 +11,7 @@ Every op states its derivative once, as a formula in lucid ops (a
 derivatives of any order come from the same chain.
 """
 import math
+import operator
 
 import numpy as np
 import scipy.special as sc
@@ -108,7 +109,7 @@ _polygamma = _unary("polygamma", lambda a, n: sc.polygamma(n, a),
 
 def polygamma(n, input):
     """The ``n``-th derivative of the digamma function (n >= 0)."""
-    n = int(n)
+    n = operator.index(n)
     if n < 0:
         raise ValueError(f"polygamma(n, x) does not support negative n, got {n}")
     return _polygamma(input, n)
