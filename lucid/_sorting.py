@@ -15,8 +15,16 @@ import operator
 import numpy as np
 
 from lucid._core import core
-from lucid._core.core import (LucidError, PyNode, ShapeError, Tensor, UnsupportedDTypeError,
-                              _py_attach, _py_node, export, register)
+from lucid._core.core import (
+    PyNode,
+    ShapeError,
+    Tensor,
+    UnsupportedDTypeError,
+    _py_attach,
+    _py_node,
+    export,
+    register,
+)
 
 ops = core.ops
 _int64 = core.as_dtype("int64")
@@ -181,7 +189,7 @@ def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     None); a tensor ``q`` adds a leading dim. NaN if the slice holds one."""
     x = _t(input)
     if not x.is_floating_point():
-        raise UnsupportedDTypeError(f"quantile() input tensor must be either float or double dtype")
+        raise UnsupportedDTypeError("quantile() input tensor must be either float or double dtype")
     if interpolation not in ("linear", "lower", "higher", "midpoint", "nearest"):
         raise ValueError("quantile() interpolation must be one of linear, lower, higher, "
                          f"midpoint or nearest. Got {interpolation}")

@@ -8,6 +8,8 @@ on one example each). If the batched call fails, changes the output's shape, or 
 with either probe (``x.sum()``, ``x - x.mean()``, ``x @ x``), it falls back to one call
 per example and stacks the results. Either way the result is differentiable.
 """
+import functools
+
 import numpy as np
 
 from lucid._core import core
@@ -104,9 +106,10 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
 
         try:
             out = func(*[a for a, _ in moved])
-            ok = n > 0 and all(_same(_tree_map(lambda t: _select(t, i), out), one(i))
-                               for i in sorted({0, n - 1}))
-        except Exception:
+            ok = n > 0
+            for i in sorted({0, n - 1}) if ok else ():
+                ok = ok and _same(_tree_map(functools.partial(_select, i=i), out), one(i))
+        except Exception:  # noqa: BLE001  (any failure of the batched guess means: loop)
             ok = False
         if not ok:
             per = [one(i) for i in range(n)]

@@ -19,16 +19,51 @@ import string
 import numpy as np
 
 from lucid._core import core
-from lucid._core.core import (LucidError, PyNode, ShapeError, Tensor, UnsupportedDTypeError,
-                              _py_attach, _py_node, export, register)
-from lucid.autograd.function import record_multi, unpack
+from lucid._core.core import (
+    LucidError,
+    PyNode,
+    ShapeError,
+    Tensor,
+    UnsupportedDTypeError,
+    _py_attach,
+    _py_node,
+    export,
+    register,
+)
+from lucid.autograd.function import unpack
 
 ops = core.ops
 
-__all__ = ["solve", "inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd",
-           "svdvals", "norm", "vector_norm", "matrix_norm", "pinv", "lstsq", "cross", "matmul",
-           "diagonal", "vecdot", "matrix_rank", "trace", "diag", "diag_embed", "tril", "triu",
-           "kron", "tensordot", "einsum"]
+__all__ = [
+    "cholesky",
+    "cross",
+    "det",
+    "diag",
+    "diag_embed",
+    "diagonal",
+    "eigh",
+    "eigvalsh",
+    "einsum",
+    "inv",
+    "kron",
+    "lstsq",
+    "matmul",
+    "matrix_norm",
+    "matrix_rank",
+    "norm",
+    "pinv",
+    "qr",
+    "slogdet",
+    "solve",
+    "svd",
+    "svdvals",
+    "tensordot",
+    "trace",
+    "tril",
+    "triu",
+    "vecdot",
+    "vector_norm",
+]
 
 
 # -- helpers ------------------------------------------------------------------------
@@ -134,7 +169,7 @@ class DiagScatterBackward(PyNode):
     """Backward of placing values on a diagonal of zeros: read that diagonal back."""
 
     def grad_formula_impl(self, g):
-        shape, off, d1, d2 = self.ctx
+        _shape, off, d1, d2 = self.ctx
         return diagonal(g, off, d1, d2)
 
 
@@ -313,7 +348,7 @@ def _parse_einsum(eq, operands):
     terms = lhs.split(",")
     if len(terms) != len(operands):
         raise ValueError(f"einsum(): {len(terms)} operand subscripts for {len(operands)} operands")
-    used = set(c for c in eq if c.isalpha())
+    used = {c for c in eq if c.isalpha()}
     free = iter(c for c in string.ascii_letters if c not in used)
     ell_n = 0
     for t, x in zip(terms, operands):
@@ -921,8 +956,8 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     if dtype is not None:
         A = A.to(dtype)
     if A.ndim < 2:
-        raise ShapeError(f"linalg.matrix_norm: The input tensor A must have at least 2 "
-                         f"dimensions.")
+        raise ShapeError("linalg.matrix_norm: The input tensor A must have at least 2 "
+                         "dimensions.")
     d0, d1 = dim[0] % A.ndim, dim[1] % A.ndim
     if ord == "fro":
         return vector_norm(A, 2, (d0, d1), keepdim)

@@ -23,10 +23,38 @@ ops = core.ops
 _f16 = core.as_dtype("float16")
 _f32 = core.as_dtype("float32")
 
-__all__ = ["gammaln", "lgamma", "digamma", "psi", "polygamma", "multigammaln", "erf", "erfc",
-           "erfinv", "erfcx", "ndtr", "ndtri", "log_ndtr", "i0", "i0e", "i1", "i1e", "sinc",
-           "logit", "expit", "xlogy", "xlog1py", "entr", "exp2", "expm1", "log1p", "logsumexp",
-           "softmax", "log_softmax", "round"]
+__all__ = [
+    "digamma",
+    "entr",
+    "erf",
+    "erfc",
+    "erfcx",
+    "erfinv",
+    "exp2",
+    "expit",
+    "expm1",
+    "gammaln",
+    "i0",
+    "i0e",
+    "i1",
+    "i1e",
+    "lgamma",
+    "log1p",
+    "log_ndtr",
+    "log_softmax",
+    "logit",
+    "logsumexp",
+    "multigammaln",
+    "ndtr",
+    "ndtri",
+    "polygamma",
+    "psi",
+    "round",
+    "sinc",
+    "softmax",
+    "xlog1py",
+    "xlogy",
+]
 
 
 def _t(x):

@@ -18,6 +18,23 @@ def sym(M, a):
     return a + a.mT
 
 
+# Losses that do not depend on the sign each singular/eigen vector happens to get.
+def _eig_inv(w, v):
+    return w, v * v
+
+
+def _svd_inv(u, s, vh):
+    return u * u, s, vh * vh
+
+
+def _svd_uvh(u, s, vh):
+    return u @ vh
+
+
+def _qr_q(M, q, r):
+    return q * M.sign(M.diagonal(r, 0, -2, -1)).unsqueeze(-2)
+
+
 # name, fn(M, *xs), input shapes, gradgradcheck?
 CASES = [
     ("inv", lambda M, a: M.linalg.inv(a + 3 * M.eye(3, dtype=M.float64)), [(2, 3, 3)], True),
@@ -36,19 +53,14 @@ CASES = [
     ("cholesky_upper", lambda M, a: M.linalg.cholesky(spd(M, a), upper=True), [(3, 3)], True),
     ("qr", lambda M, a: tuple(t * t for t in M.linalg.qr(a)), [(4, 3)], True),
     ("qr_square", lambda M, a: tuple(t * t for t in M.linalg.qr(a)), [(2, 3, 3)], False),
-    ("qr_q", lambda M, a: (lambda q, r: q * M.sign(M.diagonal(r, 0, -2, -1)).unsqueeze(-2))(
-        *M.linalg.qr(a)), [(4, 3)], False),
-    ("eigh", lambda M, a: (lambda w, v: (w, v * v))(*M.linalg.eigh(sym(M, a))), [(2, 3, 3)], True),
-    ("eigh_U", lambda M, a: (lambda w, v: (w, v * v))(*M.linalg.eigh(sym(M, a), UPLO="U")), [(3, 3)], False),
+    ("qr_q", lambda M, a: _qr_q(M, *M.linalg.qr(a)), [(4, 3)], False),
+    ("eigh", lambda M, a: _eig_inv(*M.linalg.eigh(sym(M, a))), [(2, 3, 3)], True),
+    ("eigh_U", lambda M, a: _eig_inv(*M.linalg.eigh(sym(M, a), UPLO="U")), [(3, 3)], False),
     ("eigvalsh", lambda M, a: M.linalg.eigvalsh(sym(M, a)), [(3, 3)], True),
-    ("svd_tall", lambda M, a: (lambda u, s, vh: (u * u, s, vh * vh))(
-        *M.linalg.svd(a, full_matrices=False)), [(4, 3)], True),
-    ("svd_wide", lambda M, a: (lambda u, s, vh: (u * u, s, vh * vh))(
-        *M.linalg.svd(a, full_matrices=False)), [(2, 5)], True),
-    ("svd_square", lambda M, a: (lambda u, s, vh: (u * u, s, vh * vh))(*M.linalg.svd(a)),
-     [(2, 3, 3)], False),
-    ("svd_uvh", lambda M, a: (lambda u, s, vh: u @ vh)(*M.linalg.svd(a, full_matrices=False)),
-     [(4, 3)], False),
+    ("svd_tall", lambda M, a: _svd_inv(*M.linalg.svd(a, full_matrices=False)), [(4, 3)], True),
+    ("svd_wide", lambda M, a: _svd_inv(*M.linalg.svd(a, full_matrices=False)), [(2, 5)], True),
+    ("svd_square", lambda M, a: _svd_inv(*M.linalg.svd(a)), [(2, 3, 3)], False),
+    ("svd_uvh", lambda M, a: _svd_uvh(*M.linalg.svd(a, full_matrices=False)), [(4, 3)], False),
     ("svdvals", lambda M, a: M.linalg.svdvals(a), [(4, 3)], True),
     ("pinv_tall", lambda M, a: M.linalg.pinv(a), [(4, 3)], True),
     ("pinv_wide", lambda M, a: M.linalg.pinv(a), [(2, 4)], True),
@@ -119,7 +131,7 @@ def _tup(x):
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_values_and_grads_match_torch(case):
-    name, fn, shapes, _ = case
+    _name, fn, shapes, _ = case
     arrs = _inputs(shapes)
     xl = [lucid.tensor(a, dtype=lucid.float64, requires_grad=True) for a in arrs]
     xt = [torch.tensor(a, requires_grad=True) for a in arrs]
@@ -141,14 +153,14 @@ def test_values_and_grads_match_torch(case):
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_gradcheck(case):
-    name, fn, shapes, _ = case
+    _name, fn, shapes, _ = case
     xs = [lucid.tensor(a, dtype=lucid.float64, requires_grad=True) for a in _inputs(shapes, 2)]
     assert lucid.autograd.gradcheck(lambda *x: fn(lucid, *x), xs, atol=1e-6)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c[3]], ids=[c[0] for c in CASES if c[3]])
 def test_gradgradcheck(case):
-    name, fn, shapes, _ = case
+    _name, fn, shapes, _ = case
     xs = [lucid.tensor(a, dtype=lucid.float64, requires_grad=True) for a in _inputs(shapes, 3)]
     assert lucid.autograd.gradgradcheck(lambda *x: fn(lucid, *x), xs, atol=1e-5)
 
@@ -230,7 +242,7 @@ def test_errors_as_torch():
         lucid.linalg.inv(sing)
     with pytest.raises(RuntimeError):
         lucid.linalg.cholesky(lucid.tensor(-np.eye(2), dtype=lucid.float64))
-    u, s, vh = lucid.linalg.svd(a)             # full_matrices=True, m != n
+    u, s, _vh = lucid.linalg.svd(a)             # full_matrices=True, m != n
     with pytest.raises(RuntimeError, match="full_matrices"):
         (u.sum() + s.sum()).backward()
     with pytest.raises(RuntimeError, match="mode='r'"):

@@ -136,7 +136,7 @@ def _flat(r):
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_matches_torch(case):
-    name, fn, arrs, _ = case
+    _name, fn, arrs, _ = case
     xl, xt = _conv(lucid, arrs, True), _conv(torch, arrs, True)
     ol, ot = _flat(fn(lucid, *xl)), _flat(fn(torch, *xt))
     assert len(ol) == len(ot)
@@ -168,7 +168,7 @@ def _diff_cases(pred):
 
 @pytest.mark.parametrize("case", _diff_cases(lambda c: c[3]), ids=[c[0] for c in CASES if c[3]])
 def test_gradcheck_and_gradgradcheck(case):
-    name, fn, arrs, _ = case
+    _name, fn, arrs, _ = case
     xs = _conv(lucid, arrs, True)
 
     def f(*a):

@@ -40,7 +40,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_values_and_grad_vs_torch(case):
-    name, fl, ft, a, rtol, _ = case
+    _name, fl, ft, a, rtol, _ = case
     x = lucid.tensor(a, dtype=lucid.float64, requires_grad=True)
     t = torch.tensor(a, requires_grad=True)
     y, yt = fl(x), ft(t)
@@ -54,7 +54,7 @@ def test_values_and_grad_vs_torch(case):
 @pytest.mark.parametrize("case", [c for c in CASES if c[5] is not None],
                          ids=[c[0] for c in CASES if c[5] is not None])
 def test_gradcheck_gradgradcheck(case):
-    name, fl, _, _, _, a = case
+    _name, fl, _, _, _, a = case
     x = lucid.tensor(a, dtype=lucid.float64, requires_grad=True)
     assert lucid.autograd.gradcheck(fl, (x,))
     assert lucid.autograd.gradgradcheck(fl, (x,))

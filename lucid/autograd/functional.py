@@ -15,7 +15,7 @@ from lucid._core.core import Tensor
 from lucid.autograd.engine import grad as _grad
 from lucid.autograd.grad_mode import enable_grad
 
-__all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
+__all__ = ["hessian", "hvp", "jacobian", "jvp", "vhp", "vjp"]
 
 
 def _as_tuple(x, arg, fn):
@@ -104,7 +104,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(*inputs), J v)``: the Jacobian-vector product at ``inputs``."""
     with enable_grad():
-        is_tuple, xs = _as_tuple(inputs, "inputs", "jvp")
+        _is_tuple, xs = _as_tuple(inputs, "inputs", "jvp")
         xs = _prep(xs, create_graph)
         if v is None:
             if len(xs) != 1 or xs[0].numel() != 1:
