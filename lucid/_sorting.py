@@ -857,6 +857,19 @@ class DivRoundedBackward(PyNode):
                      for k, s in enumerate(self.ctx))
 
 
+def _in_place(op):
+    """The in-place variant of ``op``: computed out of place on a copy (so no node saves
+    the tensor being overwritten), then written back through ``self[...] = ``, which
+    bumps the version counter and records the write."""
+    def method(self, *args, **kwargs):
+        r = op(ops.clone(self), *args, **kwargs)
+        self[...] = r
+        return self
+    method.__name__ = method.__qualname__ = op.__name__ + "_"
+    method.__doc__ = f"In-place {op.__name__}."
+    return method
+
+
 def _m_div(self, other, *, rounding_mode=None):
     return div(self, other, rounding_mode=rounding_mode)
 
@@ -873,6 +886,8 @@ for _fn in (sort, argsort, topk, kthvalue, median, quantile, unique, nonzero, ma
 for _fn in (unique_consecutive, searchsorted, bucketize, meshgrid):
     export(_fn)
 export(masked_fill_, method=True)
+for _fn in (scatter, scatter_reduce, index_add):
+    export(_in_place(_fn), _fn.__name__ + "_", public=False, method=True)
 export(div, method=_m_div)
 export(_m_unfold, "unfold", public=False, method=True)
 del _fn

@@ -427,10 +427,29 @@ def _contract(a, sa, b, sb, keep):
     return out, "".join(batch + left + right)
 
 
+def _sublist_equation(args):
+    """einsum(op1, [0, 1], op2, [1, 2], [0, 2]) -> ('ab,bc->ac', op1, op2)."""
+    def letters(sub):
+        return "".join("..." if s is Ellipsis else string.ascii_letters[operator.index(s)]
+                       for s in sub)
+    ops_, subs = list(args[0::2]), list(args[1::2])
+    out = None
+    if len(args) % 2 == 1:
+        out = args[-1]
+        ops_ = ops_[:len(subs)]
+    eq = ",".join(letters(s) for s in subs)
+    if out is not None:
+        eq += "->" + letters(out)
+    return eq, ops_
+
+
 def einsum(equation, *operands):
     """Einstein summation, any subscripts torch accepts ('...', repeated letters, implicit
-    output). Contractions run pairwise in NumPy's greedy order (np.einsum_path), each as a
-    batched matmul, so chains never build the full outer product."""
+    output, or the sublist form einsum(op1, [0, 1], op2, [1, 2], [0, 2])). Contractions
+    run pairwise in NumPy's greedy order (np.einsum_path), each as a batched matmul, so
+    chains never build the full outer product."""
+    if not isinstance(equation, str):
+        equation, operands = _sublist_equation((equation,) + operands)
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     xs = [_t(x) for x in operands]
@@ -1027,11 +1046,117 @@ def vecdot(x, y, *, dim=-1):
 
 matmul = core.ops.matmul
 
+
+def matrix_power(A, n):
+    """A^n by repeated squaring (n < 0: of inv(A); n == 0: the identity)."""
+    A = _t(A)
+    _square(A, "matrix_power")
+    n = operator.index(n)
+    if n == 0:
+        eye = np.broadcast_to(np.eye(A.shape[-1], dtype=A.dtype.numpy_dtype), tuple(A.shape))
+        return core.from_numpy(eye.copy())
+    if n < 0:
+        A, n = inv(A), -n
+    result, base = None, A
+    while n:
+        if n & 1:
+            result = base if result is None else ops.matmul(result, base)
+        n >>= 1
+        if n:
+            base = ops.matmul(base, base)
+    return result
+
+
+def multi_dot(tensors):
+    """A chain of matmuls in the cheapest order (first/last may be 1-d), as np.linalg.multi_dot."""
+    ts = [_t(t) for t in tensors]
+    if len(ts) < 2:
+        raise ValueError("multi_dot(): expected at least 2 tensors but got " + str(len(ts)))
+    first_vec, last_vec = ts[0].ndim == 1, ts[-1].ndim == 1
+    if first_vec:
+        ts[0] = ops.unsqueeze(ts[0], 0)
+    if last_vec:
+        ts[-1] = ops.unsqueeze(ts[-1], -1)
+    letters = string.ascii_letters
+    eq = ",".join(letters[i] + letters[i + 1] for i in range(len(ts))) + "->" + \
+        letters[0] + letters[len(ts)]
+    r = einsum(eq, *ts)
+    if first_vec:
+        r = ops.squeeze(r, 0)
+    if last_vec:
+        r = ops.squeeze(r, -1)
+    return r
+
+
+@_op("linalg_solve_triangular", arity=2, saves_input=True, saves_output=True)
+class LinalgSolveTriangularBackward(PyNode):
+    """Backward of X = solve_triangular(A, B): gB = solve_triangular(A^T, g) (the other
+    triangle), gA = -gB X^T restricted to A's triangle (and zero diagonal if unitriangular)."""
+
+    def grad_formula_impl(self, g, A, X):
+        upper, left, unit, sa, sb = self.ctx
+        if not left:
+            g, X, A = mT(g), mT(X), mT(A)
+            upper = not upper
+        gB = solve_triangular(mT(A), g, upper=not upper, unitriangular=unit)
+        gA = None
+        if self.needs_input_grad(0):
+            gA = -ops.matmul(gB, mT(X))
+            gA = triu(gA, 1 if unit else 0) if upper else tril(gA, -1 if unit else 0)
+            if not left:
+                gA = mT(gA)
+            gA = _sum_to(gA, sa)
+        if not left:
+            gB = mT(gB)
+        return gA, (_sum_to(gB, sb) if self.needs_input_grad(1) else None)
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
+    """X with A X = B (``left=False``: X A = B) for triangular A (only its ``upper`` or lower
+    triangle is read; ``unitriangular``: its diagonal is taken as ones)."""
+    import scipy.linalg
+    A, B = _float(A, "solve_triangular"), _float(B, "solve_triangular")
+    _square(A, "solve_triangular")
+    dt = core.as_dtype(np.promote_types(A.dtype.numpy_dtype, B.dtype.numpy_dtype))
+    a, b = A.numpy(force=True).astype(dt.numpy_dtype), B.numpy(force=True).astype(dt.numpy_dtype)
+    if not left:
+        a, b = np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = np.broadcast_to(a, batch + a.shape[-2:]).reshape((-1,) + a.shape[-2:])
+    bb = np.broadcast_to(b, batch + b.shape[-2:]).reshape((-1,) + b.shape[-2:])
+    lower = upper if not left else not upper
+    x = np.empty(bb.shape, dt.numpy_dtype)
+    with np.errstate(all="ignore"):
+        for i in range(a.shape[0]):
+            x[i] = scipy.linalg.solve_triangular(a[i], bb[i], lower=lower,
+                                                 unit_diagonal=unitriangular)
+    x = x.reshape(batch + b.shape[-2:])
+    if not left:
+        x = np.swapaxes(x, -1, -2)
+    out = _wrap(x, dt)
+    if _need(A, B):
+        _py_attach(_py_node(LinalgSolveTriangularBackward), out, (A, B), (A, out),
+                   (upper, left, unitriangular, tuple(A.shape), tuple(B.shape)))
+    return out
+
 # lucid.trace, lucid.diag, ... (as torch); the LAPACK ops live in lucid.linalg only.
 for _fn in (trace, diag, diagonal, diag_embed, tril, triu):
     export(_fn, method=True)
 for _fn in (kron, tensordot, einsum):
     export(_fn)
+# torch.det / logdet / slogdet / inverse / pinverse / matrix_power, and their methods
+def inverse(input):
+    """torch.inverse: linalg.inv."""
+    return inv(input)
+
+
+def pinverse(input, rcond=1e-15):
+    """torch.pinverse: linalg.pinv with a relative cutoff ``rcond``."""
+    return pinv(input, rtol=rcond)
+
+
+for _fn in (det, logdet, slogdet, inverse, pinverse, matrix_power):
+    export(_fn, method=True)
 del _fn
 
 # x.mT / x.mH: the transpose of the last two dims (real tensors: mH is mT).

@@ -117,6 +117,23 @@ CASES = [
     ("einsum_bilinear", lambda M, x, A, y: M.einsum("bn,anm,bm->ba", x, A, y),
      [(2, 3), (4, 3, 2), (2, 2)], False),
     ("einsum_list", lambda M, a, b: M.einsum("ij,jk", [a, b]), [(2, 3), (3, 2)], False),
+    ("einsum_sublist", lambda M, a, b: M.einsum(a, [0, 1], b, [1, 2], [0, 2]), [(2, 3), (3, 2)], False),
+    ("einsum_sublist_ellipsis", lambda M, a, b: M.einsum(a, [Ellipsis, 0], b, [Ellipsis, 0]),
+     [(2, 3), (2, 3)], False),
+    ("matrix_power", lambda M, a: M.linalg.matrix_power(a, 3), [(2, 3, 3)], True),
+    ("matrix_power_neg", lambda M, a: M.linalg.matrix_power(a + 3 * M.eye(3, dtype=M.float64), -2),
+     [(3, 3)], True),
+    ("matrix_power_0", lambda M, a: M.linalg.matrix_power(a, 0) + a, [(3, 3)], False),
+    ("multi_dot", lambda M, a, b, c: M.linalg.multi_dot([a, b, c]), [(3,), (3, 4), (4, 2)], True),
+    ("solve_triangular", lambda M, a, b: M.linalg.solve_triangular(a + 3 * M.eye(3, dtype=M.float64), b, upper=True),
+     [(2, 3, 3), (2, 3, 2)], True),
+    ("solve_triangular_lower_right", lambda M, a, b: M.linalg.solve_triangular(
+        a + 3 * M.eye(3, dtype=M.float64), b, upper=False, left=False), [(3, 3), (2, 3)], True),
+    ("solve_triangular_unit", lambda M, a, b: M.linalg.solve_triangular(a, b, upper=False, unitriangular=True),
+     [(3, 3), (3, 1)], False),
+    ("det_top", lambda M, a: M.det(a) + M.logdet(a @ a.mT) + a.inverse().sum() + M.pinverse(a).sum(),
+     [(3, 3)], False),
+    ("slogdet_top", lambda M, a: M.slogdet(a)[1], [(3, 3)], False),
 ]
 
 

@@ -248,3 +248,20 @@ def test_vmap_of_sort_free_function():
     Ht = torch.autograd.functional.hessian(
         lambda t: (torch.sort(t).values ** 3 * torch.arange(5, dtype=torch.float64)).sum(), torch.tensor(X5))
     np.testing.assert_allclose(H.numpy(), Ht.numpy(), rtol=1e-12)
+
+
+def test_in_place_scatter_variants():
+    out = []
+    src = np.random.default_rng(7).standard_normal((3, 4))
+    for M, T in ((lucid, lambda a: lucid.tensor(a, dtype=lucid.float64, requires_grad=True)),
+                 (torch, lambda a: torch.tensor(a, requires_grad=True))):
+        x, s = T(X34), T(src)
+        idx = M.tensor(I34)
+        h = x * 1.0
+        h.scatter_(1, M.tensor(np.array([[3, 1, 0, 2], [0, 1, 2, 3], [2, 3, 1, 0]])), s * 2)
+        h.index_add_(0, M.tensor([2, 0]), s[:2])
+        h.scatter_reduce_(1, idx, s, "amax")
+        (h * h).sum().backward()
+        out.append([h.detach().numpy(), x.grad.numpy(), s.grad.numpy()])
+    for a, b in zip(*out):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
