@@ -12,12 +12,11 @@ and gradients) outside the timed function. LUCID_BENCH_OPS filters ops.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 import numpy as np
 import pytest
-
 from _lucid_bench import ONLY_OPS, import_lucid, set_threads
 
 
@@ -34,7 +33,7 @@ class Case:
     name: str
     shapes: Callable                 # size label -> list of input shapes
     fn: Callable                     # (namespace, *inputs) -> tensor (a sign-invariant value)
-    numpy: Optional[Callable] = None  # (*arrays) -> array
+    numpy: Callable | None = None  # (*arrays) -> array
 
 
 CASES = [
@@ -111,7 +110,7 @@ def test_surface(benchmark, case, size, mode, peer):
         wt = M.tensor(w)
 
         def timed():
-            xs, out = _run(M, case, arrays, rg)
+            _xs, out = _run(M, case, arrays, rg)
             if rg:
                 (out * wt).sum().backward()
             return out

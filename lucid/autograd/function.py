@@ -243,6 +243,7 @@ def _record(ctx, args, out):
             save_map.append(("saved", len(saved)))
             saved.append(alias.get(id(t), t))
     ctx._save_map = save_map
+    ctx._non_diff = ()             # identities are read; keep no output alive through the node
     if n_diff == 1:
         target = outs[diff.index(True)]
         _py_attach(ctx, target, tuple(args), tuple(saved))
