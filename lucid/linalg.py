@@ -566,11 +566,29 @@ def solve(A, B, *, left=True):
 
 @_op("linalg_det", saves_input=True, saves_output=True)
 class LinalgDetBackward(PyNode):
-    """Backward of det: gA = g det(A) inv(A)^T."""
+    """Backward of det: gA = g det(A) inv(A)^T, or, where a det is exactly 0, the cofactor
+    matrix through the SVD (_det_grad_singular)."""
 
     def grad_formula_impl(self, g, A, d):
+        if np.any(d.detach().numpy() == 0):
+            return _det_grad_singular(g, A)
         s = ops.unsqueeze(ops.unsqueeze(g * d, -1), -1)
         return s * mT(inv(A))
+
+
+def _det_grad_singular(g, A):
+    """The cofactor matrix of a singular A through its SVD, as torch: det(A) is
+    det(U) det(Vh) prod(S), so gA = U diag(c prod_{j != i} S_j) Vh with c = g det(U) det(Vh)
+    (the singular-value term of svd's backward, finite even for repeated zeros)."""
+    U, S, Vh = svd(A, full_matrices=False)
+    sign = np.linalg.det(U.detach().numpy()) * np.linalg.det(Vh.detach().numpy())   # +-1
+    n = S.shape[-1]
+    eye = core.from_numpy(np.eye(n, dtype=bool))
+    others = ops.prod(ops.where(eye, 1.0, ops.unsqueeze(S, -2) * ops.ones_like(
+        ops.unsqueeze(S, -1))), -1)
+    c = g * _wrap(np.asarray(sign), g.dtype)
+    return ops.matmul(U, ops.matmul(diag_embed(ops.unsqueeze(c, -1) * others), Vh))
+
 
 
 def det(A):
@@ -654,29 +672,38 @@ def _nonzero(g):
     return bool(np.any(g.detach().numpy() != 0))
 
 
+def _qr_grad_deep(Q, R, gQ, gR):
+    """QR backward for m >= n: with qdq = Q^T gQ, rdr = R gR^T and
+    M = tril(qdq - qdq^T + rdr - rdr^T), gA = Q (gR + M R^-T) + (gQ - Q qdq) R^-T."""
+    qdq = ops.matmul(mT(Q), gQ)
+    rdr = ops.matmul(R, mT(gR))
+    M = tril(qdq - mT(qdq) + rdr - mT(rdr))
+
+    def rsolve_t(X):                 # X R^-T
+        return mT(solve(R, mT(X)))
+
+    return ops.matmul(Q, gR + rsolve_t(M)) + rsolve_t(gQ - ops.matmul(Q, qdq))
+
+
 @_op("linalg_qr", saves_output=True)
 class LinalgQrBackward(PyNode):
-    """Backward of (Q, R) = qr(A), m >= n (reduced): with qdq = Q^T gQ, rdr = R gR^T,
-    M = tril(qdq - qdq^T + rdr - rdr^T), gA = Q (gR + M R^-T) + (gQ - Q qdq) R^-T."""
+    """Backward of (Q, R) = qr(A) (TensorFlow's QrGrad): m >= n as _qr_grad_deep; m < n
+    splits A = [X | Y] = Q [U | V]: gY = Q gV and gX is the square case with gQ + Y gV^T."""
 
     def grad_formula_impl(self, g, packed):
         (mode, m, n), layout = self.ctx
         if mode == "complete" and m > n:
             raise LucidError("The QR decomposition is not differentiable when mode='complete' "
                              "and nrows > ncols.")
-        if m < n:
-            raise LucidError("linalg.qr: backward is implemented for m >= n only (more rows "
-                             "than columns)")
         gQ, gR = unpack(g, layout)
         Q, R = unpack(packed, layout)
-        qdq = ops.matmul(mT(Q), gQ)
-        rdr = ops.matmul(R, mT(gR))
-        M = tril(qdq - mT(qdq) + rdr - mT(rdr))
-
-        def rsolve_t(X):                 # X R^-T
-            return mT(solve(R, mT(X)))
-
-        return ops.matmul(Q, gR + rsolve_t(M)) + rsolve_t(gQ - ops.matmul(Q, qdq))
+        if m >= n:
+            return _qr_grad_deep(Q, R, gQ, gR)
+        U, V = ops.narrow(R, -1, 0, m), ops.narrow(R, -1, m, n - m)
+        gU, gV = ops.narrow(gR, -1, 0, m), ops.narrow(gR, -1, m, n - m)
+        Y = ops.matmul(Q, V)
+        gX = _qr_grad_deep(Q, U, gQ + ops.matmul(Y, mT(gV)), gU)
+        return ops.cat([gX, ops.matmul(Q, gV)], -1)
 
 
 QRResult = collections.namedtuple("QRResult", ["Q", "R"])

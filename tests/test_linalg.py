@@ -53,6 +53,8 @@ CASES = [
     ("cholesky_upper", lambda M, a: M.linalg.cholesky(spd(M, a), upper=True), [(3, 3)], True),
     ("qr", lambda M, a: tuple(t * t for t in M.linalg.qr(a)), [(4, 3)], True),
     ("qr_square", lambda M, a: tuple(t * t for t in M.linalg.qr(a)), [(2, 3, 3)], False),
+    ("qr_wide", lambda M, a: tuple(t * t for t in M.linalg.qr(a)), [(2, 4)], True),
+    ("qr_wide_batch", lambda M, a: tuple(t * t for t in M.linalg.qr(a)), [(2, 3, 5)], False),
     ("qr_q", lambda M, a: _qr_q(M, *M.linalg.qr(a)), [(4, 3)], False),
     ("eigh", lambda M, a: _eig_inv(*M.linalg.eigh(sym(M, a))), [(2, 3, 3)], True),
     ("eigh_U", lambda M, a: _eig_inv(*M.linalg.eigh(sym(M, a), UPLO="U")), [(3, 3)], False),
@@ -286,3 +288,22 @@ def test_einsum_chain_memory():
     out = lucid.einsum("ab,bc,cd,de,ef,fg->ag", *xs)
     ref = np.linalg.multi_dot([x.numpy() for x in xs])
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-3, atol=1e-3)
+
+
+def _cofactors(a):
+    n = a.shape[0]
+    return np.array([[(-1) ** (i + j) * np.linalg.det(np.delete(np.delete(a, i, 0), j, 1))
+                      for j in range(n)] for i in range(n)])
+
+
+@pytest.mark.parametrize("a", [np.array([[1.0, 2.0], [2.0, 4.0]]),
+                               np.arange(1.0, 10.0).reshape(3, 3),
+                               np.diag([2.0, 0.0, 3.0]), np.zeros((3, 3))])
+def test_det_gradient_at_singular_matrices_is_the_cofactor_matrix(a):
+    """det is a polynomial: its gradient at a singular matrix is the cofactor matrix
+    (torch 2.13 returns zeros there; finite differences agree with the cofactors)."""
+    x = lucid.tensor(a, dtype=lucid.float64, requires_grad=True)
+    lucid.linalg.det(x).backward()
+    np.testing.assert_allclose(x.grad.numpy(), _cofactors(a), atol=1e-12)
+    assert lucid.autograd.gradcheck(lucid.linalg.det, (lucid.tensor(a, dtype=lucid.float64,
+                                                                    requires_grad=True),))
