@@ -428,3 +428,18 @@ def test_vmap_in_dims_out_dims_and_tuples():
     _close(tuple(got), tuple(want))
     with pytest.raises(ValueError):
         lucid.vmap(f)(L(a), L(rng.standard_normal(4)))
+
+
+def test_graphs_of_python_nodes_are_freed_by_refcount(no_gc):
+    """Function nodes, packed multi-output nodes and hooks hold no reference cycle: the
+    outputs and their nodes go away as soon as the last reference does."""
+    import weakref
+    x = L([[2.0, 0.5], [0.5, 1.0]], True)
+    outs = [Cube.apply(x), MulAdd.apply(x, x, 2.0)[1], lucid.linalg.eigh(x)[1],
+            lucid.linalg.inv(x), lucid.sort(x, 1).values, lucid.special.lgamma(x)]
+    outs[0].register_hook(lambda g: g)
+    outs[1].retain_grad()
+    refs = [weakref.ref(o) for o in outs] + [weakref.ref(o.grad_fn) for o in outs]
+    sum(o.sum() for o in outs).backward()
+    del outs
+    assert all(r() is None for r in refs)
