@@ -1895,10 +1895,6 @@ def _py_node(type cls):
     return _new_node(cls)
 
 
-def _py_next(Node node):
-    return node._next
-
-
 # Tensor hooks. Hooks on a non-leaf live with its grad_fn (a node has one output, so the
 # gradient the engine pops for a node is the tensor's whole gradient); hooks on a leaf
 # run once on its summed gradient, before it is accumulated (or returned by grad()).
