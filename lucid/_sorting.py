@@ -889,5 +889,6 @@ export(masked_fill_, method=True)
 for _fn in (scatter, scatter_reduce, index_add):
     export(_in_place(_fn), _fn.__name__ + "_", public=False, method=True)
 export(div, method=_m_div)
+core.ops.div = _div_true     # the / operator keeps calling binary's div directly (hot path)
 export(_m_unfold, "unfold", public=False, method=True)
 del _fn
