@@ -66,6 +66,9 @@ from lucid.serialization import load, save  # noqa: E402
 # NumPy interop: the protocols installed on Tensor, DLPack, lucid.differentiable.
 from lucid._interop import differentiable, from_dlpack  # noqa: E402
 
+from lucid import linalg, special  # noqa: E402
+from lucid._vmap import vmap  # noqa: E402
+
 pi = 3.141592653589793
 e = 2.718281828459045
 inf = float("inf")
@@ -82,5 +85,5 @@ __all__ = [
     "int64", "is_grad_enabled", "linspace", "manual_seed", "no_grad", "normal", "ones", "ops",
     "rand", "randint", "randn", "set_grad_enabled", "set_num_threads", "tensor",
     "use_deterministic_algorithms", "zeros", "nn", "optim", "save", "load", "differentiable",
-    "from_dlpack", "pi", "e", "inf", "nan", "newaxis",
+    "from_dlpack", "linalg", "special", "vmap", "pi", "e", "inf", "nan", "newaxis",
 ] + list(_ops_all)

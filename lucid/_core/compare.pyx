@@ -126,3 +126,64 @@ export(equal, method=True)
 export(allclose, method=True)
 # x.where(condition, y) is where(condition, x, y), as PyTorch's Tensor.where
 export(where, method=lambda self, condition, other: where(condition, self, other))
+
+
+# -- bitwise ops: integer and bool tensors, torch's promotion, never differentiable -----
+
+cdef class BitwiseCPU(Kernel):
+    """A NumPy bitwise ufunc; floating operands are refused, as torch does."""
+    cdef object ufunc
+    cdef str name
+
+    cdef object run2(self, object a, object b, DType dt, object params):
+        if dt.is_floating_point:
+            raise UnsupportedDTypeError(f"{self.name} is only supported for integer and bool "
+                                        f"tensors, got {dt}")
+        if dt is bool_ and self.name.endswith("shift"):
+            raise UnsupportedDTypeError(f"{self.name} is not implemented for bool tensors")
+        return self.ufunc(a, b)
+
+
+cdef OpSchema _bitwise_schema(str name, object ufunc):
+    cdef OpSchema s = register(name, "KeepInput", 2)
+    cdef BitwiseCPU k = BitwiseCPU.__new__(BitwiseCPU)
+    k.ufunc = ufunc
+    k.name = name
+    s.cpu = k
+    return s
+
+
+cdef OpSchema _S_bitwise_and = _bitwise_schema("bitwise_and", np.bitwise_and)
+cdef OpSchema _S_bitwise_or = _bitwise_schema("bitwise_or", np.bitwise_or)
+cdef OpSchema _S_bitwise_xor = _bitwise_schema("bitwise_xor", np.bitwise_xor)
+cdef OpSchema _S_bitwise_left_shift = _bitwise_schema("bitwise_left_shift", np.left_shift)
+cdef OpSchema _S_bitwise_right_shift = _bitwise_schema("bitwise_right_shift", np.right_shift)
+
+
+def bitwise_and(input, other):
+    """input & other: bitwise for integers, logical for bool."""
+    return dispatch_binary(_S_bitwise_and, input, other, None)
+
+
+def bitwise_or(input, other):
+    """input | other: bitwise for integers, logical for bool."""
+    return dispatch_binary(_S_bitwise_or, input, other, None)
+
+
+def bitwise_xor(input, other):
+    """input ^ other: bitwise for integers, logical for bool."""
+    return dispatch_binary(_S_bitwise_xor, input, other, None)
+
+
+def bitwise_left_shift(input, other):
+    """input << other for integer tensors (arithmetic shift)."""
+    return dispatch_binary(_S_bitwise_left_shift, input, other, None)
+
+
+def bitwise_right_shift(input, other):
+    """input >> other for integer tensors (arithmetic shift: the sign is kept)."""
+    return dispatch_binary(_S_bitwise_right_shift, input, other, None)
+
+
+for _fn in (bitwise_and, bitwise_or, bitwise_xor, bitwise_left_shift, bitwise_right_shift):
+    export(_fn, method=True)

@@ -586,14 +586,43 @@ cdef class Tensor:
     def __ge__(self, other):
         return dispatch_binary(_operator_schema(_OP_GE), self, other, None)
 
+    # &, |, ^, <<, >>: bitwise on integer tensors as torch (on bool tensors &, |, ^ are
+    # the logical ops, which is what bitwise means for bool); floating tensors raise.
     def __and__(self, other):
-        return ops.logical_and(self, other)
+        return ops.bitwise_and(self, other)
+
+    def __rand__(self, other):
+        return ops.bitwise_and(other, self)
 
     def __or__(self, other):
-        return ops.logical_or(self, other)
+        return ops.bitwise_or(self, other)
+
+    def __ror__(self, other):
+        return ops.bitwise_or(other, self)
 
     def __xor__(self, other):
-        return ops.logical_xor(self, other)
+        return ops.bitwise_xor(self, other)
+
+    def __rxor__(self, other):
+        return ops.bitwise_xor(other, self)
+
+    def __lshift__(self, other):
+        return ops.bitwise_left_shift(self, other)
+
+    def __rlshift__(self, other):
+        return ops.bitwise_left_shift(other, self)
+
+    def __rshift__(self, other):
+        return ops.bitwise_right_shift(self, other)
+
+    def __rrshift__(self, other):
+        return ops.bitwise_right_shift(other, self)
+
+    def __floordiv__(self, other):
+        return ops.floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        return ops.floor_divide(other, self)
 
     def __getitem__(self, index):
         return ops._getitem(self, index)
@@ -1086,6 +1115,7 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
                     needed.add(node)
                     break
 
+    cdef dict hooked = {}          # id(leaf with hooks) -> (leaf, summed gradient)
     cdef int prev_mode = lucid_grad_enabled
     global lucid_grad_enabled
     lucid_grad_enabled = 1 if create_graph else 0
@@ -1094,6 +1124,8 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
             g = buffers.pop(node, None)
             if g is None:
                 continue
+            if _NODE_HOOKS and id(node) in _NODE_HOOKS and _NODE_HOOKS[id(node)][0]() is node:
+                g = _run_hooks(_NODE_HOOKS[id(node)], g, create_graph)
             if capture:
                 if node in node_slot:
                     for i in node_slot[node]:
@@ -1102,6 +1134,10 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
                     continue
             if type(node) is AccumulateGrad:
                 t = (<AccumulateGrad>node).variable
+                if _LEAF_HOOKS and id(t) in _LEAF_HOOKS:   # hooks see the summed gradient
+                    hooked[id(t)] = (t, _sum_grads(hooked[id(t)][1], g, create_graph)
+                                     if id(t) in hooked else g)
+                    continue
                 if capture:
                     for i in leaf_slot.get(id(t), ()):
                         captured[i] = g if captured[i] is None else _sum_grads(captured[i], g, create_graph)
@@ -1129,6 +1165,13 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
                     buffers[child] = _sum_grads(buffers[child], gi, create_graph)
                 else:
                     buffers[child] = gi
+        for t, g in hooked.values():
+            g = _run_hooks(_LEAF_HOOKS[id(t)], g, create_graph)
+            if capture:
+                for i in leaf_slot.get(id(t), ()):
+                    captured[i] = g if captured[i] is None else _sum_grads(captured[i], g, create_graph)
+            else:
+                _accumulate(t, g, create_graph)
     finally:
         lucid_grad_enabled = prev_mode
 
@@ -1904,3 +1947,128 @@ def backend_info():
 
 
 export(clone, method=True)
+
+
+# -- nodes defined in Python, and tensor hooks ---------------------------------------
+# PyNode is the one node class whose subclasses live in Python: autograd.Function's
+# nodes and the ops of lucid.linalg / lucid.special / sorting state their backward as
+# grad_formula_impl(g, *saved) in lucid ops, like every cdef node (the eager backward
+# runs the same formula with grad mode off). _py_attach is their record().
+
+cdef class PyNode(Node):
+    """A backward node whose class is written in Python: ``grad_formula_impl(g, *saved)``
+    gets the saved tensors (unpacked, version-checked) and returns one gradient (or None)
+    per input. ``ctx`` holds whatever else the formula needs (shapes, flags)."""
+    cdef list _saved_py
+    cdef public object ctx
+
+    cdef list _saved_list(self):
+        return self._saved_py if self._saved_py is not None else []
+
+    def needs_input_grad(self, int i):
+        """Does input ``i`` get a gradient (an edge that leads somewhere)?"""
+        return self._next[i][0] is not None
+
+
+def _py_attach(PyNode node, Tensor out, tuple inputs, tuple saved=(), ctx=None):
+    """Record ``node`` (a fresh PyNode subclass instance from _py_node) as ``out``'s
+    grad_fn: one edge per input (non-tensors and tensors without grad get none), and the
+    saved tensors (``out`` itself is saved as an output, without a reference cycle)."""
+    node._next = tuple([_edge(<Tensor>t) if isinstance(t, Tensor) else _NO_EDGE for t in inputs])
+    node._saved_py = [_save(<Tensor>t, t is out) for t in saved]
+    node.ctx = ctx
+    _set_history(out, node)
+    return node
+
+
+def _py_node(type cls):
+    """A new, unattached instance of a PyNode subclass."""
+    if not issubclass(cls, PyNode):
+        raise TypeError(f"{cls.__name__} is not a PyNode subclass")
+    return _new_node(cls)
+
+
+# Tensor hooks. Hooks on a non-leaf live with its grad_fn (a node has one output, so the
+# gradient the engine pops for a node is the tensor's whole gradient); hooks on a leaf
+# run once on its summed gradient, before it is accumulated (or returned by grad()).
+cdef dict _NODE_HOOKS = {}     # id(node) -> [weakref(node), [hooks], weakref(tensor) or None]
+cdef dict _LEAF_HOOKS = {}     # id(leaf) -> [weakref(leaf), [hooks]]
+
+
+class RemovableHandle:
+    """Returned by register_hook; ``remove()`` unregisters the hook."""
+
+    def __init__(self, hooks, hook):
+        self._hooks = hooks
+        self._hook = hook
+
+    def remove(self):
+        try:
+            self._hooks.remove(self._hook)
+        except ValueError:
+            pass
+
+
+def _drop_hooks(ref, table, key):
+    table.pop(key, None)
+
+
+cdef list _hook_entry(Tensor t):
+    cdef dict table = _LEAF_HOOKS if t._grad_fn is None else _NODE_HOOKS
+    owner = t if t._grad_fn is None else t._grad_fn
+    key = id(owner)
+    entry = table.get(key)
+    if entry is None or entry[0]() is not owner:
+        entry = [weakref.ref(owner, functools.partial(_drop_hooks, table=table, key=key)), [], None]
+        table[key] = entry
+    return entry
+
+
+def _register_hook(Tensor self, hook):
+    """Call ``hook(grad)`` with this tensor's gradient whenever it is computed; a Tensor
+    returned by the hook replaces the gradient. Returns a handle with ``remove()``."""
+    if not self._requires_grad:
+        raise LucidError("cannot register a hook on a tensor that doesn't require gradient")
+    entry = _hook_entry(self)
+    entry[1].append(hook)
+    return RemovableHandle(entry[1], hook)
+
+
+def _retain_grad(Tensor self):
+    """Populate ``.grad`` of this non-leaf tensor during backward (accumulating, as a leaf)."""
+    if not self._requires_grad:
+        raise LucidError("can't retain_grad on Tensor that has requires_grad=False")
+    if self._grad_fn is None:
+        return
+    _hook_entry(self)[2] = weakref.ref(self)
+
+
+def _retains_grad(Tensor self):
+    if self._grad_fn is None:
+        return False
+    entry = _NODE_HOOKS.get(id(self._grad_fn))
+    return entry is not None and entry[0]() is self._grad_fn and entry[2] is not None
+
+
+cdef object _run_hooks(list entry, object g, bint create_graph):
+    """Run a tensor's hooks on its gradient (an ndarray in eager mode, a Tensor in graph
+    mode); then, for a retained non-leaf, store the gradient in ``.grad``."""
+    cdef Tensor gt = <Tensor>g if create_graph else _wrap(<cnp.ndarray>g, _dtype_of_array(<cnp.ndarray>g))
+    cdef Tensor kept
+    for h in list(entry[1]):
+        r = h(gt)
+        if r is not None:
+            if not isinstance(r, Tensor) or _shp((<Tensor>r)._data) != _shp(gt._data):
+                raise LucidError("a tensor hook must return None or a Tensor of the gradient's shape")
+            gt = <Tensor>r
+    if len(entry) > 2 and entry[2] is not None:
+        kept = entry[2]()
+        if kept is not None:
+            add = gt if create_graph else _wrap(np.array(gt._data, copy=True), gt._dtype)
+            kept._grad = add if kept._grad is None else ops.add(kept._grad, add)
+    return gt if create_graph else _contig(gt._data)
+
+
+_add_tensor_method("register_hook", _register_hook)
+_add_tensor_method("retain_grad", _retain_grad)
+_add_tensor_method("retains_grad", property(_retains_grad))

@@ -1,0 +1,326 @@
+"""``lucid.special``: special functions as ``torch.special`` (``lgamma``, ``digamma``,
+``polygamma``, ``i0``, ``sinc``, ``logit``, ``xlogy`` also in ``lucid``, as torch).
+
+The forward values come from SciPy (``scipy.special``) in float64 or float32 (float16
+inputs are computed in float32 and rounded once; integer inputs give float32, as torch).
+These are not yet on lucid's vForce path and have no rows in docs/accuracy.md.
+
+Every op states its derivative once, as a formula in lucid ops (a
+:class:`lucid._core.core.PyNode` with a registered schema): ``lgamma' = digamma``,
+``digamma' = polygamma(1, .)``, ``polygamma(n, .)' = polygamma(n + 1, .)``, ... so
+derivatives of any order come from the same chain.
+"""
+import math
+import operator
+
+import numpy as np
+import scipy.special as sc
+
+from lucid._core import core
+from lucid._core.core import PyNode, Tensor, _py_attach, _py_node, export, register
+
+ops = core.ops
+_f16 = core.as_dtype("float16")
+_f32 = core.as_dtype("float32")
+
+__all__ = [
+    "digamma",
+    "entr",
+    "erf",
+    "erfc",
+    "erfcx",
+    "erfinv",
+    "exp2",
+    "expit",
+    "expm1",
+    "gammaln",
+    "i0",
+    "i0e",
+    "i1",
+    "i1e",
+    "lgamma",
+    "log1p",
+    "log_ndtr",
+    "log_softmax",
+    "logit",
+    "logsumexp",
+    "multigammaln",
+    "ndtr",
+    "ndtri",
+    "polygamma",
+    "psi",
+    "round",
+    "sinc",
+    "softmax",
+    "xlog1py",
+    "xlogy",
+]
+
+
+def _t(x):
+    return x if isinstance(x, Tensor) else core.tensor(x)
+
+
+def _compute_dtype(x):
+    """(dtype of the result, numpy dtype to compute in)."""
+    if not x.dtype.is_floating_point:
+        return _f32, np.float32
+    if x.dtype is _f16:
+        return _f16, np.float32
+    return x.dtype, x.dtype.numpy_dtype
+
+
+def _result(r, dt):
+    r = np.asarray(r)
+    with np.errstate(over="ignore"):
+        r = r.astype(dt.numpy_dtype)
+    if not r.flags.c_contiguous:
+        r = r.copy(order="C")
+    return core.from_numpy(r)
+
+
+def _need(*xs):
+    return core.is_grad_enabled() and any(isinstance(x, Tensor) and x.requires_grad for x in xs)
+
+
+def _camel(name):
+    return "".join(p.capitalize() for p in name.split("_"))
+
+
+def _unary(name, forward, derivative, saves="x", doc=""):
+    """One special function of one tensor: ``forward(ndarray, ctx)`` computes the value,
+    ``derivative(x, y, ctx)`` (lucid ops) its derivative, used by eager and graph-mode
+    backward alike. ``saves``: which of the input x and output y the derivative reads."""
+
+    def grad_formula_impl(self, g, *saved):
+        vals = dict(zip(saves, saved))
+        return g * derivative(vals.get("x"), vals.get("y"), self.ctx)
+
+    node = type(_camel(name) + "Backward", (PyNode,), {
+        "grad_formula_impl": grad_formula_impl, "__module__": __name__,
+        "__doc__": f"Backward of {name}: g * its derivative, in lucid ops."})
+    node.schema_v1 = register(name, "Promote", 1, saves_input="x" in saves,
+                              saves_output="y" in saves, node=node)
+
+    def op(input, ctx=None):
+        x = _t(input)
+        dt, comp = _compute_dtype(x)
+        with np.errstate(all="ignore"):
+            y = _result(forward(x.numpy(force=True).astype(comp, copy=False), ctx), dt)
+        if x.dtype.is_floating_point and _need(x):
+            saved = tuple(x if s == "x" else y for s in saves)
+            _py_attach(_py_node(node), y, (x,), saved, ctx)
+        return y
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    op.node = node
+    return op
+
+
+_SQRT_2PI = math.sqrt(2 * math.pi)
+_2_SQRT_PI = 2 / math.sqrt(math.pi)
+
+
+def _safe(x, bad):
+    """x with the points where ``bad`` holds replaced by 1 (for a formula that a where()
+    then overrides there: its gradient stays finite)."""
+    return ops.where(bad, 1.0, x)
+
+
+# -- gamma family ------------------------------------------------------------------------
+
+_polygamma = _unary("polygamma", lambda a, n: sc.polygamma(n, a),
+                    lambda x, y, n: _polygamma(x, n + 1),
+                    doc="polygamma(n, x): the n-th derivative of digamma.")
+
+
+def polygamma(n, input):
+    """The ``n``-th derivative of the digamma function (n >= 0)."""
+    n = operator.index(n)
+    if n < 0:
+        raise ValueError(f"polygamma(n, x) does not support negative n, got {n}")
+    return _polygamma(input, n)
+
+
+digamma = _unary("digamma", lambda a, _: sc.psi(a), lambda x, y, _: _polygamma(x, 1),
+                 doc="d/dx lgamma(x) (psi); -inf / nan at the poles as torch's digamma.")
+lgamma = _unary("lgamma", lambda a, _: sc.gammaln(a), lambda x, y, _: digamma(x),
+                doc="log |Gamma(x)|.")
+gammaln = lgamma
+psi = digamma
+
+
+def multigammaln(input, p):
+    """The multivariate log-gamma of dimension ``p``."""
+    x = _t(input)
+    r = sum(lgamma(x - 0.5 * j) for j in range(int(p)))
+    return r + p * (p - 1) / 4 * math.log(math.pi)
+
+
+# -- error function and normal distribution ---------------------------------------------
+
+erfcx = _unary("erfcx", lambda a, _: sc.erfcx(a),
+               lambda x, y, _: 2 * x * y - _2_SQRT_PI, saves="xy",
+               doc="exp(x^2) erfc(x), without overflow for large x.")
+ndtr = _unary("ndtr", lambda a, _: sc.ndtr(a),
+              lambda x, y, _: ops.exp(-0.5 * x * x) / _SQRT_2PI,
+              doc="The standard normal CDF.")
+log_ndtr = _unary("log_ndtr", lambda a, _: sc.log_ndtr(a),
+                  lambda x, y, _: ops.exp(-0.5 * x * x - y) / _SQRT_2PI, saves="xy",
+                  doc="log of the standard normal CDF, accurate far into the lower tail.")
+ndtri = _unary("ndtri", lambda a, _: sc.ndtri(a),
+               lambda x, y, _: _SQRT_2PI * ops.exp(0.5 * y * y), saves="y",
+               doc="The inverse of the standard normal CDF.")
+
+
+# -- Bessel functions ---------------------------------------------------------------------
+
+def _i1_deriv(x, y, _):
+    zero = x == 0
+    return ops.where(zero, 0.5, i0(x) - y / _safe(x, zero))
+
+
+def _i1e_deriv(x, y, _):
+    zero = x == 0
+    return ops.where(zero, 0.5, i0e(x) - y * (ops.sign(x) + 1 / _safe(x, zero)))
+
+
+i1 = _unary("i1", lambda a, _: sc.i1(a), _i1_deriv, saves="xy",
+            doc="Modified Bessel function of the first kind, order 1.")
+i1e = _unary("i1e", lambda a, _: sc.i1e(a), _i1e_deriv, saves="xy",
+             doc="Exponentially scaled i1: exp(-|x|) i1(x).")
+i0 = _unary("i0", lambda a, _: sc.i0(a), lambda x, y, _: i1(x),
+            doc="Modified Bessel function of the first kind, order 0.")
+i0e = _unary("i0e", lambda a, _: sc.i0e(a), lambda x, y, _: i1e(x) - ops.sign(x) * y,
+             saves="xy", doc="Exponentially scaled i0: exp(-|x|) i0(x).")
+
+
+# -- sinc, entr, logit, expit -----------------------------------------------------------
+
+def _sinc_deriv(x, y, _):
+    zero = x == 0
+    xs = _safe(x, zero)
+    # at 0 the derivative is 0 and the second derivative -pi^2/3: the where branch
+    # -pi^2/3 x has both, so graph-mode derivatives stay right at 0 too
+    return ops.where(zero, (-math.pi ** 2 / 3) * x, (ops.cos(math.pi * xs) - y) / xs)
+
+
+sinc = _unary("sinc", lambda a, _: np.sinc(a), _sinc_deriv, saves="xy",
+              doc="sin(pi x) / (pi x), 1 at 0.")
+entr = _unary("entr", lambda a, _: sc.entr(a),
+              lambda x, y, _: -(ops.log(x) + 1), doc="-x log x (0 at 0, -inf for x < 0).")
+
+
+def logit(input, eps=None):
+    """log(p / (1 - p)); with ``eps``, p is first clamped to [eps, 1 - eps] (zero gradient
+    outside, as torch)."""
+    x = _t(input)
+    if not x.is_floating_point():
+        x = x.to(_f32)
+    if eps is not None:
+        x = ops.clamp(x, eps, 1 - eps)
+    return ops.log(x) - ops.log1p(-x)
+
+
+def expit(input):
+    """The logistic sigmoid."""
+    return ops.sigmoid(input)
+
+
+# -- xlogy, xlog1py -------------------------------------------------------------------
+
+def _sum_to(g, shape):
+    shape = tuple(shape)
+    if tuple(g.shape) == shape:
+        return g
+    lead = g.ndim - len(shape)
+    if lead > 0:
+        g = ops.sum(g, tuple(range(lead)))
+    axes = tuple(i for i, s in enumerate(shape) if s == 1 and g.shape[i] != 1)
+    if axes:
+        g = ops.sum(g, axes, True)
+    return g
+
+
+class _XLogBackward(PyNode):
+    def grad_formula_impl(self, g, x, y):
+        sx, sy, log1p = self.ctx
+        gx = gy = None
+        if self.needs_input_grad(0):
+            base = ops.log1p(y) if log1p else ops.log(y)
+            edge = (x == 0) & ((y <= -1) if log1p else (y <= 0))
+            gx = _sum_to(ops.where(edge, 0.0, g * base), sx)
+        if self.needs_input_grad(1):
+            gy = _sum_to(g * x / ((1 + y) if log1p else y), sy)
+        return gx, gy
+
+
+class XlogyBackward(_XLogBackward):
+    """Backward of x log(y): gx = g log(y) (0 where x == 0 and y <= 0), gy = g x / y."""
+
+
+class Xlog1pyBackward(_XLogBackward):
+    """Backward of x log1p(y): gx = g log1p(y) (0 where x == 0, y <= -1), gy = g x / (1 + y)."""
+
+
+XlogyBackward.schema_v1 = register("xlogy", "Promote", 2, saves_input=True, node=XlogyBackward)
+Xlog1pyBackward.schema_v1 = register("xlog1py", "Promote", 2, saves_input=True,
+                                     node=Xlog1pyBackward)
+
+
+def _xlog(input, other, log1p):
+    x = input if isinstance(input, Tensor) else None
+    y = other if isinstance(other, Tensor) else None
+    if x is None and y is None:
+        raise TypeError("xlogy(): expected at least one Tensor operand")
+    ref = x if x is not None else y
+    dts = [t.dtype for t in (x, y) if t is not None]
+    fl = [d for d in dts if d.is_floating_point]
+    dt = max(fl, key=lambda d: d.itemsize) if fl else _f32
+    xt = x.to(dt) if x is not None and x.dtype is not dt else (x if x is not None else
+                                                               core.tensor(float(input), dtype=dt))
+    yt = y.to(dt) if y is not None and y.dtype is not dt else (y if y is not None else
+                                                               core.tensor(float(other), dtype=dt))
+    comp = np.float32 if dt is _f16 else dt.numpy_dtype
+    fn = sc.xlog1py if log1p else sc.xlogy
+    with np.errstate(all="ignore"):
+        r = fn(xt.numpy(force=True).astype(comp), yt.numpy(force=True).astype(comp))
+    out = _result(r, dt)
+    if _need(xt, yt):
+        cls = Xlog1pyBackward if log1p else XlogyBackward
+        _py_attach(_py_node(cls), out, (xt, yt), (xt, yt),
+                   (tuple(xt.shape), tuple(yt.shape), log1p))
+    del ref
+    return out
+
+
+def xlogy(input, other):
+    """input * log(other), 0 where input == 0 (unless other is nan)."""
+    return _xlog(input, other, False)
+
+
+def xlog1py(input, other):
+    """input * log1p(other), 0 where input == 0 (unless other is nan)."""
+    return _xlog(input, other, True)
+
+
+# -- aliases of ops lucid already has -------------------------------------------------------
+
+erf = ops.erf
+erfc = ops.erfc
+erfinv = ops.erfinv
+exp2 = ops.exp2
+expm1 = ops.expm1
+log1p = ops.log1p
+logsumexp = ops.logsumexp
+softmax = ops.softmax
+log_softmax = ops.log_softmax
+round = ops.round
+
+
+# lucid.<name> where torch has torch.<name>
+for _fn in (lgamma, digamma, i0, sinc, logit, xlogy):
+    export(_fn, method=True)
+export(polygamma, method=lambda self, n: polygamma(n, self))
+del _fn
