@@ -13,7 +13,8 @@ BEGIN, END = "<!-- ops: begin -->", "<!-- ops: end -->"
 TITLES = {"unary": "Element-wise (one tensor)", "binary": "Element-wise (two operands)",
           "compare": "Comparisons, logical ops, where", "reduce": "Reductions",
           "shape": "Shape and indexing", "linalg": "Linear algebra", "creation": "Creation",
-          "core": "Copies"}
+          "core": "Copies", "_sorting": "Sorting and selection", "special": "Special functions",
+          "_vmap": "Transforms"}
 
 
 def op_list():
