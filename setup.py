@@ -16,6 +16,7 @@ import numpy as np
 from Cython.Build import cythonize
 from Cython.Tempita import sub as tempita_sub
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext as _build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORE = os.path.join("lucid", "_core")
@@ -23,17 +24,25 @@ SRC = os.path.join(CORE, "src")
 DEBUG = os.environ.get("LUCID_DEBUG", "") == "1"
 JOBS = max(1, min(8, os.cpu_count() or 1))
 
-# Each module of lucid/_core and the C files only it compiles. Generated .pxi files
-# are included by their family's .pyx only.
+# Each module of lucid/_core and the C kernel library it links. The kernels are built
+# once into static libraries (build_clib, rebuilt only when their sources change), so
+# that a change to a family's .pyx recompiles that family's Cython output and nothing
+# else. Generated .pxi files are included by their family's .pyx only.
 MODULES = {
-    "core": ["lucid_cpuinfo.c", "lucid_pool.c"],
-    "unary": ["lucid_vforce.c"],
-    "binary": ["lucid_binary.c"],
-    "compare": [],
-    "reduce": ["lucid_reduce.c"],
-    "shape": [],
-    "linalg": [],
-    "creation": [],
+    "core": "lucid_core_kernels",
+    "unary": "lucid_unary_kernels",
+    "binary": "lucid_binary_kernels",
+    "compare": None,
+    "reduce": "lucid_reduce_kernels",
+    "shape": None,
+    "linalg": None,
+    "creation": None,
+}
+KERNELS = {
+    "lucid_core_kernels": ["lucid_cpuinfo.c", "lucid_pool.c"],
+    "lucid_unary_kernels": ["lucid_vforce.c"],
+    "lucid_binary_kernels": ["lucid_binary.c"],
+    "lucid_reduce_kernels": ["lucid_reduce.c"],
 }
 
 # Templates rendered from the op tables: template -> output.
@@ -76,18 +85,25 @@ libraries = ["mvec", "m"] if sys.platform.startswith("linux") else []
 headers = sorted(glob.glob(os.path.join(CORE, "include", "*.h")) +
                  glob.glob(os.path.join(SRC, "*.h")))
 
+kernel_libraries = [
+    (lib, {"sources": [os.path.join(SRC, c) for c in files], "depends": headers,
+           "include_dirs": [os.path.join(CORE, "include")], "cflags": c_flags})
+    for lib, files in KERNELS.items()
+]
+
 extensions = [
     Extension(
         f"lucid._core.{name}",
-        sources=[os.path.join(CORE, f"{name}.pyx")] + [os.path.join(SRC, c) for c in c_files],
-        depends=headers,
+        sources=[os.path.join(CORE, f"{name}.pyx")],
+        # its kernels' sources too: a changed kernel relinks the module
+        depends=headers + ([os.path.join(SRC, c) for c in KERNELS[lib]] if lib else []),
         include_dirs=[os.path.join(CORE, "include"), np.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=c_flags,
         extra_link_args=extra_link,
-        libraries=libraries,
+        libraries=([lib] if lib else []) + libraries,
     )
-    for name, c_files in MODULES.items()
+    for name, lib in MODULES.items()
 ]
 
 # -- lucid.optim._fused: the fused optimizer updates -----------------------------------------
@@ -112,7 +128,17 @@ directives = {
     "embedsignature": True,
 }
 
+class build_ext(_build_ext):
+    """build_ext that first builds the kernel libraries (also for --inplace builds)."""
+
+    def run(self):
+        self.run_command("build_clib")
+        super().run()
+
+
 setup(
+    cmdclass={"build_ext": build_ext},
+    libraries=kernel_libraries,
     ext_modules=cythonize(extensions + [optim_ext], compiler_directives=directives,
                           include_path=[CORE], nthreads=JOBS, quiet=True),
     options={"build_ext": {"parallel": JOBS}},

@@ -14,12 +14,27 @@ import math
 import operator
 
 import numpy as np
-import scipy.special as sc
 
 from lucid._core import core
 from lucid._core.core import PyNode, Tensor, _py_attach, _py_node, export, register
 
 ops = core.ops
+
+
+class _SciPySpecial:
+    """scipy.special, imported on first use: SciPy is optional (pip install "lucid[special]"),
+    and `import lucid` must work without it."""
+
+    def __getattr__(self, name):
+        try:
+            import scipy.special
+        except ImportError:
+            raise ImportError(f"lucid.special needs SciPy for {name}: pip install scipy "
+                              "(or lucid[special])") from None
+        return getattr(scipy.special, name)
+
+
+sc = _SciPySpecial()
 _f16 = core.as_dtype("float16")
 _f32 = core.as_dtype("float32")
 
