@@ -119,7 +119,7 @@ cdef cnp.ndarray _fill_new(tuple shape, cnp.ndarray g):
 cdef cnp.ndarray _expand_grad(cnp.ndarray g, tuple in_shape, tuple axes, bint keepdim):
     """Broadcast a reduction's output gradient back over the reduced axes, into a new
     contiguous array (the fused kernel of sum's and mean's eager backward)."""
-    if cnp.PyArray_SIZE(g) == 1 and cnp.PyArray_IS_C_CONTIGUOUS(g):
+    if cnp.PyArray_SIZE(g) == 1 and cnp.PyArray_IS_C_CONTIGUOUS(g) and cnp.PyArray_ISALIGNED(g):
         return _fill_new(in_shape, g)
     if not keepdim:
         g = g.reshape(_keepdim_shape(in_shape, axes))
@@ -171,7 +171,7 @@ cdef cnp.ndarray _sum_array(cnp.ndarray a, tuple axes, bint keepdim, DType out_d
     cdef double s
     cdef Py_ssize_t n
     if axes is None and not keepdim and out_dt.typenum == num and cnp.PyArray_IS_C_CONTIGUOUS(a) \
-            and (num == cnp.NPY_FLOAT or num == cnp.NPY_DOUBLE):
+            and cnp.PyArray_ISALIGNED(a) and (num == cnp.NPY_FLOAT or num == cnp.NPY_DOUBLE):
         n = cnp.PyArray_SIZE(a)
         if n < _NOGIL_MIN:
             s = _sum_raw(num, cnp.PyArray_DATA(a), n)
@@ -576,6 +576,7 @@ def norm(input, p="fro", dim=None, keepdim=False, *, axis=None, keepdims=None):
             scale = np.max(a, axis=axes, keepdims=True, initial=0)   # no overflow in x*x
             safe = np.where(scale == 0, 1, scale)
             r = np.sqrt(np.sum((a / safe) ** 2, axis=axes, keepdims=True)) * safe
+            r = np.where(scale == np.inf, scale, r)     # inf / inf would give nan; torch: inf
             if not keepdim:
                 r = r.reshape(tuple(s for i, s in enumerate(_shp(a)) if not (axes is None or i in axes)))
         else:
@@ -700,8 +701,9 @@ cdef Tensor _softmax(object input, object dim, object dtype, bint log):
     a = x._data
     ax = d if a.ndim else None
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        # No guard for an infinite max: as PyTorch, a row holding +inf (inf - inf) or
+        # only -inf gives nan.
         m = np.max(a, axis=ax, keepdims=True) if a.size else np.zeros_like(a)
-        m = np.where(np.isfinite(m), m, 0)
         z = a - m
         e = np.exp(z)
         ssum = np.sum(e, axis=ax, keepdims=True)
