@@ -170,8 +170,10 @@ cdef cnp.ndarray _sum_array(cnp.ndarray a, tuple axes, bint keepdim, DType out_d
     cdef int num = cnp.PyArray_TYPE(a)
     cdef double s
     cdef Py_ssize_t n
+    if not cnp.PyArray_ISALIGNED(a):     # the kernel reads typed pointers; same sum either way
+        a = np.array(a, copy=True)
     if axes is None and not keepdim and out_dt.typenum == num and cnp.PyArray_IS_C_CONTIGUOUS(a) \
-            and cnp.PyArray_ISALIGNED(a) and (num == cnp.NPY_FLOAT or num == cnp.NPY_DOUBLE):
+            and (num == cnp.NPY_FLOAT or num == cnp.NPY_DOUBLE):
         n = cnp.PyArray_SIZE(a)
         if n < _NOGIL_MIN:
             s = _sum_raw(num, cnp.PyArray_DATA(a), n)
