@@ -46,7 +46,8 @@ def test_training_memory_is_flat_without_gc(no_gc):
     grown = sum(s.size_diff for s in snap1.compare_to(snap0, "filename"))
     # A leak of one small tensor per step would be >= 3000 * 100 bytes.
     assert grown < 100_000, f"Python allocations grew by {grown} bytes over 3000 steps"
-    assert rss1 - rss0 < 16 * 2**20, f"RSS grew by {(rss1 - rss0) / 2**20:.1f} MiB"
+    if "libasan" not in os.environ.get("LD_PRELOAD", ""):   # ASan's quarantine holds freed memory
+        assert rss1 - rss0 < 16 * 2**20, f"RSS grew by {(rss1 - rss0) / 2**20:.1f} MiB"
     assert gc.collect() == 0 or True       # nothing needed the cycle collector above
 
 
