@@ -5,7 +5,9 @@ schemas, dispatcher) and one per op family, each cimporting core.pxd. They are
 cythonized and compiled in parallel, and a change to one family rebuilds only it.
 
 Environment switches:
-  LUCID_DEBUG=1   bounds checks on, -O0 -g (for sanitizer and debugger builds)
+  LUCID_DEBUG=1     bounds checks on, -O0 -g (for debugger builds)
+  LUCID_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer (alignment checks
+                    included), -O1 -g; run with libasan preloaded (README, "Development")
 """
 import glob
 import os
@@ -22,6 +24,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CORE = os.path.join("lucid", "_core")
 SRC = os.path.join(CORE, "src")
 DEBUG = os.environ.get("LUCID_DEBUG", "") == "1"
+SANITIZE = os.environ.get("LUCID_SANITIZE", "") == "1"
+# -fsanitize=undefined includes -fsanitize=alignment; -fno-sanitize-recover makes every
+# finding abort the process, so a clean run means no finding.
+SAN_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+             "-fno-omit-frame-pointer", "-g", "-O1"] if SANITIZE else []
 JOBS = max(1, min(8, os.cpu_count() or 1))
 
 # Each module of lucid/_core and the C kernel library it links. The kernels are built
@@ -78,7 +85,8 @@ if sys.platform == "darwin":
 else:
     c_flags = ["-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-pthread"]
     extra_link = ["-pthread"]
-c_flags += ["-O0", "-g"] if DEBUG else ["-O3"]
+c_flags += ["-O0", "-g"] if DEBUG else (SAN_FLAGS if SANITIZE else ["-O3"])
+extra_link += SAN_FLAGS[:1]
 libraries = ["mvec", "m"] if sys.platform.startswith("linux") else []
 
 # Headers: a change to one rebuilds the C sources.
@@ -116,7 +124,8 @@ optim_ext = Extension(
     sources=[os.path.join(OPTIM, "_fused.pyx"), os.path.join(OPTIM, "lucid_optim.c")],
     depends=[os.path.join(OPTIM, "lucid_optim.h")],
     include_dirs=[OPTIM],
-    extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3", "-ffp-contract=off"],
+    extra_compile_args=(["-O0", "-g"] if DEBUG else ["-O3"]) + ["-ffp-contract=off"] + SAN_FLAGS,
+    extra_link_args=SAN_FLAGS[:1],
 )
 
 directives = {

@@ -48,3 +48,13 @@ def _grad_mode_guard():
 @pytest.fixture
 def torch():
     return pytest.importorskip("torch")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print how many hypothesis cases the fuzz suite ran (tests/test_fuzz.py)."""
+    fuzz = sys.modules.get("test_fuzz") or sys.modules.get("tests.test_fuzz")
+    if fuzz is not None and sum(fuzz.CASES.values()):
+        profile = "long" if fuzz.LONG else "bounded (LUCID_FUZZ=long for the long profile)"
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(fuzz.CASES.items()))
+        terminalreporter.write_line(
+            f"lucid fuzz: {sum(fuzz.CASES.values())} cases run, profile {profile}: {counts}")

@@ -490,6 +490,8 @@ OPS = [
                         torch="torch.reshape(a, (2, 0, 5))", ref="np.reshape(a, (2, 0, 5))")]),
     _shape("view", "a.view(4, 3)", "np.reshape(a, (4, 3))", op="reshape",
            node="ReshapeBackward", torch="a.view(4, 3)",
+           limits={"noncontig": "view never copies: a strided input it cannot alias raises, "
+                                "as in PyTorch (reshape copies)"},
            variants=[_v("flat", call="a.view(-1)", torch="a.view(-1)", ref="np.reshape(a, -1)")]),
     _shape("flatten", "lucid.flatten(a)", "np.reshape(a, -1)", op="reshape",
            node="ReshapeBackward", shape=(2, 3, 4),

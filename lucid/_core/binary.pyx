@@ -191,6 +191,10 @@ cdef cnp.ndarray _bin_forward(const BinaryKernels *k, object xa, object xb):
     scalars) of one dtype. float16 computes in float32."""
     cdef cnp.ndarray a = xa if type(xa) is np.ndarray else np.asarray(xa)
     cdef cnp.ndarray b = xb if type(xb) is np.ndarray else np.asarray(xb)
+    if not cnp.PyArray_ISALIGNED(a):       # the kernels read through typed pointers
+        a = np.array(a, copy=True)
+    if not cnp.PyArray_ISALIGNED(b):
+        b = np.array(b, copy=True)
     if cnp.PyArray_TYPE(a) == cnp.NPY_FLOAT16:
         return _to_half(_bin_forward(k, a.astype(np.float32), b.astype(np.float32)))
     cdef tuple shape = _bshape(a, b)
@@ -239,9 +243,9 @@ cdef tuple _bin_backward(const BinaryKernels *k, cnp.ndarray g, object xa, objec
                                None if y is None else np.asarray(y, f32), want_a, want_b)
         return (None if ha is None else _to_half(ha), None if hb is None else _to_half(hb))
     cdef tuple shape = _shp(g)
-    cdef cnp.ndarray a = np.asarray(xa, dt), b = np.asarray(xb, dt)
-    g = np.ascontiguousarray(g)
-    cdef cnp.ndarray yy = None if y is None else np.ascontiguousarray(y, dt)
+    cdef cnp.ndarray a = np.require(xa, dt, "A"), b = np.require(xb, dt, "A")
+    g = np.require(g, None, "CA")
+    cdef cnp.ndarray yy = None if y is None else np.require(y, dt, "CA")
     cdef int bc = _bc_mode(a, b, shape)
     if bc < 0:       # general broadcasting: give each operand the output's shape
         a = np.ascontiguousarray(np.broadcast_to(a, shape))
@@ -287,7 +291,13 @@ cdef class BinaryCPU(Kernel):
     cdef object run2(self, object a, object b, DType dt, object params):
         if self.k != NULL and dt.is_floating_point:
             return _bin_forward(self.k, a, b)
+        if params is not None and (isinstance(params, Tensor) or not _is_scalar(params)):
+            raise TypeError(f"{self.name}(): alpha must be a number, got {type(params).__name__}")
         if params is not None and params != 1:          # add / sub's alpha
+            if not dt.is_floating_point and not isinstance(params, (int, np.integer)):
+                raise TypeError(
+                    f"{self.name}(): for integral input tensors, argument alpha must not be a "
+                    f"floating point number, got alpha={params!r}")
             b = b * dt.numpy_dtype.type(params)
         if self.kind == _PLAIN:
             if self.bool_sub and dt is bool_:
@@ -475,7 +485,7 @@ cdef cnp.ndarray _neg_array(cnp.ndarray x):
     cdef int m
     cdef cnp.ndarray y
     if not ((num == cnp.NPY_FLOAT or num == cnp.NPY_DOUBLE) and cnp.PyArray_IS_C_CONTIGUOUS(x)
-            and n < _CHUNK):
+            and cnp.PyArray_ISALIGNED(x) and n < _CHUNK):
         return _as_ndarray(np.negative(x))
     y = _empty_like_arr(x, num)
     m = <int>n
@@ -540,8 +550,14 @@ cdef object _inplace(Tensor self, object other, int op):
             other = (<Tensor>other)._data.item()
         if not _is_scalar(other):
             raise TypeError(f"fill_ takes a number, got {type(other).__name__}")
-        if not self._dtype.is_floating_point and isinstance(other, float) and other != int(other):
+        if not self._dtype.is_floating_point and isinstance(other, (float, np.floating)) and (
+                not np.isfinite(other) or other != int(other)):
             raise UnsupportedDTypeError(f"cannot fill a {self._dtype} tensor with {other!r}")
+        if self._dtype.code in (DT_INT32, DT_INT64) and isinstance(other, (int, np.integer)) \
+                and not isinstance(other, bool):
+            info = np.iinfo(self._dtype.numpy_dtype)
+            if not info.min <= other <= info.max:
+                raise OverflowError(f"fill_(): value {other} does not fit in {self._dtype}")
         if not cnp.PyArray_ISWRITEABLE(self._data):
             raise LucidError("this tensor's memory is read-only (e.g. a broadcast view); clone() it first")
         self._data.fill(other)
@@ -591,38 +607,56 @@ cdef object _inplace(Tensor self, object other, int op):
 cdef tuple _IP_SCHEMAS = (_S_add, _S_sub, _S_mul, _S_div)
 
 
+cdef Tensor _self_tensor(object self, str op):
+    """The tensor an in-place op writes into (these are also unbound Tensor methods, so
+    ``self`` can be anything)."""
+    if not isinstance(self, Tensor):
+        raise TypeError(f"{op}(): self must be a lucid Tensor (it is modified in place), "
+                        f"got {type(self).__name__}")
+    _check_storage(<Tensor>self, f"{op}()'s self")
+    return <Tensor>self
+
+
+cdef object _check_alpha(object alpha, str op):
+    if isinstance(alpha, Tensor) or not _is_scalar(alpha):
+        raise TypeError(f"{op}(): alpha must be a number, got {type(alpha).__name__}")
+    return alpha
+
+
 def add_(self, other, *, alpha=1):
     """self += alpha * other, in place."""
-    if alpha != 1:
+    cdef Tensor t = _self_tensor(self, "add_")
+    if _check_alpha(alpha, "add_") != 1:
         other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
-    return _inplace(self, other, _IP_ADD)
+    return _inplace(t, other, _IP_ADD)
 
 
 def sub_(self, other, *, alpha=1):
     """self -= alpha * other, in place."""
-    if alpha != 1:
+    cdef Tensor t = _self_tensor(self, "sub_")
+    if _check_alpha(alpha, "sub_") != 1:
         other = ops.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
-    return _inplace(self, other, _IP_SUB)
+    return _inplace(t, other, _IP_SUB)
 
 
 def mul_(self, other):
     """self *= other, in place."""
-    return _inplace(self, other, _IP_MUL)
+    return _inplace(_self_tensor(self, "mul_"), other, _IP_MUL)
 
 
 def div_(self, other):
     """self /= other, in place."""
-    return _inplace(self, other, _IP_DIV)
+    return _inplace(_self_tensor(self, "div_"), other, _IP_DIV)
 
 
 def zero_(self):
     """Fill self with zeros, in place."""
-    return _inplace(self, 0, _IP_FILL)
+    return _inplace(_self_tensor(self, "zero_"), 0, _IP_FILL)
 
 
 def fill_(self, value):
     """Fill self with value, in place."""
-    return _inplace(self, value, _IP_FILL)
+    return _inplace(_self_tensor(self, "fill_"), value, _IP_FILL)
 
 
 for _fn in (add_, sub_, mul_, div_, zero_, fill_):

@@ -124,8 +124,9 @@ cdef tuple _size_args(tuple args)
 cdef object _np_alias(str fn, str torch_name, object torch_value, object torch_default,
                       str np_name, object np_value)
 cdef void _check_device(object dev) except *
-cdef bint _contains_tensor(object seq)
-cdef object _tensors_to_nested(object seq)
+cdef bint _contains_tensor(object seq, int depth=*) except -1
+cdef object _tensors_to_nested(object seq, int depth=*)
+cdef void _check_storage(Tensor t, str what) except *
 cdef cnp.ndarray _to_half(cnp.ndarray a)
 cdef cnp.ndarray _contig(cnp.ndarray a)
 cdef cnp.ndarray _store(object r, DType dt)

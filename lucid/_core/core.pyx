@@ -68,6 +68,18 @@ cdef DType float32 = _make_dtype("float32", DT_FLOAT32, np.float32, True)
 cdef DType float64 = _make_dtype("float64", DT_FLOAT64, np.float64, True)
 
 cdef tuple _DTYPES = (bool_, int32, int64, float16, float32, float64)   # indexed by code
+
+# The storage of a tensor that was never initialised (see Tensor.__cinit__).
+cdef cnp.ndarray _NO_STORAGE = np.empty((0,), dtype=np.float32)
+_NO_STORAGE.flags.writeable = False
+
+
+cdef void _check_storage(Tensor t, str what) except *:
+    if t._data is _NO_STORAGE:
+        raise LucidError(
+            f"{what} is a {type(t).__name__} without storage: it was created with "
+            f"Tensor.__new__ (or a subclass whose __init__ does not call Tensor.__init__); "
+            "create tensors with lucid.tensor(...) or call super().__init__(data)")
 _DTYPE_NAMES = {d.name: d for d in _DTYPES}
 _DTYPE_NAMES["bool"] = bool_
 
@@ -209,6 +221,15 @@ cdef class Tensor:
 
     # NumPy defers binary operators with a Tensor on the right to Tensor.__radd__ etc.
     __array_priority__ = 1000
+
+    def __cinit__(self, *args, **kwargs):
+        # A tensor always has storage: until __init__ (or _wrap) gives it its own, it
+        # holds the empty read-only placeholder, which ops refuse (_as_tensor, prepare,
+        # dispatch_binary) and which is memory-safe for everything else. So
+        # Tensor.__new__(Tensor), or a subclass whose __init__ skips the base, raises
+        # instead of crashing.
+        self._data = _NO_STORAGE
+        self._dtype = float32
 
     def __init__(self, data, dtype=None, device="cpu", requires_grad=False):
         cdef Tensor t = tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
@@ -473,6 +494,9 @@ cdef class Tensor:
         return clone(self)
 
     def to(self, dtype=None, device=None, copy=False):
+        if isinstance(dtype, Device) or (isinstance(dtype, str) and (
+                dtype.split(":")[0] in ("cpu", "gpu", "cuda", "mps", "mlx"))):
+            dtype, device = None, dtype          # t.to("cpu"), t.to("cuda:0")
         if device is not None:
             _check_device(device)
         if dtype is None:
@@ -642,8 +666,22 @@ cdef class Tensor:
 
 
 def _rebuild(data, dtype_name, requires_grad):
-    cdef Tensor t = _wrap(data, _DTYPE_NAMES[dtype_name])
-    t._requires_grad = requires_grad
+    """Unpickle a tensor. The arguments come from a pickle, so nothing is trusted: the
+    array must be an ndarray of exactly the named lucid dtype."""
+    if type(data) is not np.ndarray:
+        raise TypeError(f"_rebuild(): data must be a numpy.ndarray, got {type(data).__name__}")
+    if not isinstance(dtype_name, str) or dtype_name not in _DTYPE_NAMES:
+        raise UnsupportedDTypeError(f"_rebuild(): unknown dtype name {dtype_name!r}")
+    if not isinstance(requires_grad, (bool, np.bool_)):
+        raise TypeError(f"_rebuild(): requires_grad must be a bool, got {type(requires_grad).__name__}")
+    cdef DType dt = _DTYPE_NAMES[dtype_name]
+    cdef DType actual = _dtype_of_array(data)       # raises for object, string, ... arrays
+    if actual is not dt:
+        raise UnsupportedDTypeError(
+            f"_rebuild(): the array has dtype {data.dtype}, but the pickle says {dt}")
+    cdef Tensor t = _wrap(data, dt)
+    if requires_grad:
+        t._set_requires_grad(True)
     return t
 
 
@@ -693,6 +731,7 @@ cdef cnp.ndarray _array_from_data(object data, DType dt):
     """Python scalars / nested lists / ndarrays -> a new ndarray of a lucid dtype."""
     cdef cnp.ndarray a
     if isinstance(data, Tensor):
+        _check_storage(<Tensor>data, "data")
         a = (<Tensor>data)._data
         return a.astype(dt.numpy_dtype if dt is not None else a.dtype, copy=True)
     if isinstance(data, (str, bytes)) or data is None:
@@ -701,7 +740,7 @@ cdef cnp.ndarray _array_from_data(object data, DType dt):
         data = _tensors_to_nested(data)
     try:
         a = np.array(data, copy=True)
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, RecursionError, OverflowError) as e:
         raise ShapeError(f"could not build a tensor from this data: {e}") from None
     if a.dtype.kind not in _NUMERIC_KINDS:
         if a.dtype.kind == "c":
@@ -739,10 +778,11 @@ cdef cnp.ndarray _array_from_data(object data, DType dt):
     return a
 
 
-cdef bint _holds_numpy_float64(object seq):
+cdef bint _holds_numpy_float64(object seq, int depth=0) except -1:
+    _check_depth(depth)
     for item in seq:
         if isinstance(item, (list, tuple)):
-            if _holds_numpy_float64(item):
+            if _holds_numpy_float64(item, depth + 1):
                 return True
         elif isinstance(item, (np.ndarray, np.generic)) and item.dtype.kind == "f" \
                 and item.dtype.itemsize >= 8:
@@ -750,22 +790,38 @@ cdef bint _holds_numpy_float64(object seq):
     return False
 
 
-cdef bint _contains_tensor(object seq):
+# Nested lists deeper than an array can have dims are refused before anything recurses
+# over them (a C recursion with no bound overflows the stack on self-referential or
+# very deep lists).
+cdef int _MAX_NESTING = 64      # NumPy's maximum number of dimensions
+
+
+cdef void _check_depth(int depth) except *:
+    if depth > _MAX_NESTING:
+        raise ShapeError(
+            f"data nested more than {_MAX_NESTING} levels deep (or a list that contains "
+            "itself) cannot become a tensor: an array has at most 64 dims")
+
+
+cdef bint _contains_tensor(object seq, int depth=0) except -1:
+    _check_depth(depth)
     for item in seq:
         if isinstance(item, Tensor):
             return True
-        if isinstance(item, (list, tuple)) and _contains_tensor(item):
+        if isinstance(item, (list, tuple)) and _contains_tensor(item, depth + 1):
             return True
     return False
 
 
-cdef object _tensors_to_nested(object seq):
+cdef object _tensors_to_nested(object seq, int depth=0):
+    _check_depth(depth)
     out = []
     for item in seq:
         if isinstance(item, Tensor):
+            _check_storage(<Tensor>item, "an element")
             out.append((<Tensor>item)._data)
         elif isinstance(item, (list, tuple)):
-            out.append(_tensors_to_nested(item))
+            out.append(_tensors_to_nested(item, depth + 1))
         else:
             out.append(item)
     return out
@@ -801,6 +857,8 @@ cdef void _check_device(object dev) except *:
 cdef Tensor _as_tensor(object x):
     """Tensors pass through; numbers, lists and ndarrays become (copied) tensors."""
     if isinstance(x, Tensor):
+        if (<Tensor>x)._data is _NO_STORAGE:
+            _check_storage(<Tensor>x, "the input")
         return <Tensor>x
     if isinstance(x, (bool, int, float, list, tuple, np.ndarray, np.generic)):
         return tensor(x)
@@ -883,9 +941,10 @@ cdef class Node:
 
 
 cdef cnp.ndarray _contig(cnp.ndarray a):
-    if cnp.PyArray_IS_C_CONTIGUOUS(a):
+    """``a`` as a C-contiguous, aligned array (kernels read it through typed pointers)."""
+    if cnp.PyArray_IS_C_CONTIGUOUS(a) and cnp.PyArray_ISALIGNED(a):
         return a
-    return np.ascontiguousarray(a)
+    return np.array(a, order="C", copy=True)
 
 
 cdef class SavedTensor:
@@ -1361,6 +1420,8 @@ cdef Tensor prepare(OpSchema s, object input):
     """The dispatcher's common front for one tensor input: validate it, apply the
     schema's integer rule and AMP policy. Returns the tensor the kernel computes on."""
     cdef Tensor x = <Tensor>input if type(input) is Tensor else _as_tensor(input)
+    if x._data is _NO_STORAGE:
+        _check_storage(x, f"{s.name}()'s input")
     cdef int code = x._dtype.code
     if _deterministic_only and not s.deterministic:
         raise LucidError(f"{s.name} has no deterministic implementation, and "
@@ -1427,6 +1488,10 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
         tb = _as_tensor(b)
     if ta is None and tb is None:
         raise TypeError(f"{s.name}(): expected at least one Tensor operand")
+    if ta is not None and ta._data is _NO_STORAGE:
+        _check_storage(ta, f"{s.name}()'s input")
+    if tb is not None and tb._data is _NO_STORAGE:
+        _check_storage(tb, f"{s.name}()'s other")
     if _deterministic_only and not s.deterministic:
         raise LucidError(f"{s.name} has no deterministic implementation, and "
                          "lucid.use_deterministic_algorithms(True) is on")
@@ -1448,7 +1513,14 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
             tb = to_dtype(tb, float32, False)
     cdef DType dt = <DType>_DTYPES[code]
     try:
-        r = s.cpu.run2(_operand(ta, sa, dt), _operand(tb, sb, dt), dt, params)
+        oa = _operand(ta, sa, dt)
+        ob = _operand(tb, sb, dt)
+    except OverflowError:
+        raise OverflowError(
+            f"{s.name}(): the scalar {sa if ta is None else sb!r} does not fit in the "
+            f"result dtype {dt}") from None
+    try:
+        r = s.cpu.run2(oa, ob, dt, params)
     except ValueError as e:
         if "broadcast" in str(e):
             raise _broadcast_error(ta, tb, e) from None
@@ -1927,7 +1999,8 @@ cdef tuple _norm_dims(object dim, int ndim):
             if axes[i] == axes[i - 1]:
                 raise ValueError(f"dim {axes[i]} appears multiple times in the list of dims")
         return tuple(axes) if ndim > 0 else ()
-    return (_norm_dim(dim, ndim),) if ndim > 0 else ()
+    cdef int d = _norm_dim(dim, ndim)       # validates dim even for a 0-d input
+    return (d,) if ndim > 0 else ()
 
 
 cdef tuple _keepdim_shape(tuple in_shape, tuple axes):

@@ -109,11 +109,32 @@ cdef DType _dtype_of_value(object v):
     raise TypeError(f"fill value must be a number, got {type(v).__name__}")
 
 
+cdef object _fill_value(object v, DType dt, str fn):
+    """``v`` checked against ``dt``, as PyTorch: an integer dtype refuses nan, inf and
+    values outside its range (NumPy would store INT64_MIN or wrap); finite floats are
+    truncated toward zero."""
+    if isinstance(v, Tensor):
+        _check_storage(<Tensor>v, f"{fn}()'s fill_value")
+        if cnp.PyArray_SIZE((<Tensor>v)._data) != 1:
+            raise ShapeError(f"{fn}(): fill_value must be a number or a one-element tensor")
+        v = (<Tensor>v)._data.item()
+    if not _is_scalar(v):
+        raise TypeError(f"{fn}(): fill_value must be a number, got {type(v).__name__}")
+    if dt.code == DT_INT32 or dt.code == DT_INT64:
+        info = np.iinfo(dt.numpy_dtype)
+        if isinstance(v, (float, np.floating)):
+            if not np.isfinite(v):
+                raise OverflowError(f"{fn}(): value {v} cannot be converted to {dt} without overflow")
+            v = int(v)
+        if not info.min <= v <= info.max:
+            raise OverflowError(f"{fn}(): value {v} cannot be converted to {dt} without overflow")
+    return v
+
+
 def full(size, fill_value, *, dtype=None, device="cpu", requires_grad=False):
     """A tensor of ``size`` filled with ``fill_value`` (dtype inferred from it, as PyTorch)."""
     cdef DType dt = _dt_or(dtype, _dtype_of_value(fill_value))
-    if isinstance(fill_value, Tensor):
-        fill_value = fill_value.item()
+    fill_value = _fill_value(fill_value, dt, "full")
     shape = _size_args((size,)) if not isinstance(size, (int, np.integer)) else (int(size),)
     return _finish(np.full(shape, fill_value, dtype=dt.numpy_dtype), dt, requires_grad, device)
 
@@ -139,6 +160,7 @@ def empty_like(input, *, dtype=None, device="cpu", requires_grad=False):
 def full_like(input, fill_value, *, dtype=None, device="cpu", requires_grad=False):
     cdef Tensor x = _as_tensor(input)
     cdef DType dt = _dt_or(dtype, x._dtype)
+    fill_value = _fill_value(fill_value, dt, "full_like")
     return _finish(np.full(_shp(x._data), fill_value, dtype=dt.numpy_dtype), dt,
                    requires_grad, device)
 
@@ -199,12 +221,25 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device="
             raise TypeError("randint() needs a size, e.g. randint(0, 10, (3,))")
     if high is None:
         raise TypeError("randint() needs high")
+    for name, v in (("low", low), ("high", high)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)):
+            raise TypeError(f"randint(): {name} must be an integer, got {type(v).__name__}")
     if high <= low:
         raise ValueError(f"randint(): high ({high}) must be greater than low ({low})")
     cdef DType dt = _dt_or(dtype, int64)
+    # As PyTorch: [low, high - 1] must fit the dtype (NumPy would wrap int32 silently).
+    lo_ok, hi_ok = _RANDINT_RANGE.get(dt.name, _RANDINT_RANGE["int64"])
+    if low < lo_ok:
+        raise ValueError(f"randint(): low={low} is out of bounds for {dt}")
+    if high - 1 > hi_ok:
+        raise ValueError(f"randint(): high - 1 = {high - 1} is out of bounds for {dt}")
     a = _gen(generator).integers(low, high, size=_size_args((size,)) if not isinstance(
         size, (int, np.integer)) else (int(size),), dtype=np.int64)
     return _finish(a.astype(dt.numpy_dtype, copy=False), dt, requires_grad, device)
+
+
+# The values randint can draw for each dtype (floats: those of the int64 draw).
+_RANDINT_RANGE = {"bool_": (0, 1), "int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device="cpu",

@@ -31,6 +31,10 @@ UNARY fields
   torch     the torch function name, or None
   py_name   optional name of the generated function when a hand-written wrapper
             with extra arguments owns the public name (gelu's approximate=)
+  ints      how integer inputs are computed, as PyTorch: None (the default) computes
+            int32/int64/bool as float32 (exp, sin, ...); a pair (NumPy expression in
+            x for int32/int64, NumPy expression for bool or None when PyTorch refuses
+            bool) keeps the integer dtype (abs, floor, sign, relu, square, ...)
 
 On macOS the forward kernel of a row listed in ACCELERATE is Accelerate's vForce
 function (vv<name>f / vv<name>); every other row, and every backward kernel, is
@@ -45,9 +49,12 @@ _INV_SQRT_2PI = "0.3989422804014327"  # 1 / sqrt(2 pi)
 _INV_SQRT2 = "0.7071067811865476"
 
 
-def _row(name, amp, saves, c, c_grad, grad, doc, torch=None, py_name=None):
+def _row(name, amp, saves, c, c_grad, grad, doc, torch=None, py_name=None, ints=None):
     return dict(name=name, amp=amp, saves=saves, c=c, c_grad=c_grad, grad=grad, doc=doc,
-                torch=name if torch is None else (torch or None), py_name=py_name)
+                torch=name if torch is None else (torch or None), py_name=py_name, ints=ints)
+
+
+_INT_COPY = ("x.copy()", None)      # rounding an integer changes nothing; bool is refused
 
 
 UNARY = [
@@ -82,7 +89,7 @@ UNARY = [
     _row("cbrt", "Promote", "y", ("cbrtf", "cbrt"), "g / (y * y * (T)3)", "g / (y * y * 3)",
          "Cube root.", torch=""),
     _row("square", "Promote", "x", ("lv_squaref", "lv_square"), "g * x * (T)2", "g * x * 2",
-         "x * x."),
+         "x * x.", ints=("x * x", "x.astype(np.int64)")),
     # -- trigonometric ----------------------------------------------------------------
     _row("sin", "Promote", "x", ("sinf", "sin"), "g * COS(x)", "g * cos(x)",
          "Sine."),
@@ -131,7 +138,8 @@ UNARY = [
          "g * lv_silu_grad_g(x)",
          "g * sigmoid(x) * (1 + x * (1 - sigmoid(x)))", "SiLU (swish), x * sigmoid(x).", torch="nn.functional.silu"),
     _row("relu", "Promote", "y", ("lv_reluf", "lv_relu"), "y > 0 ? g : (T)0", "g * (y > 0)",
-         "max(x, 0); relu'(0) = 0; relu(-0) = -0 and nan stays nan, as PyTorch."),
+         "max(x, 0); relu'(0) = 0; relu(-0) = -0 and nan stays nan, as PyTorch.",
+         ints=("np.maximum(x, 0)", None)),
     _row("relu6", "Promote", "x", ("lv_relu6f", "lv_relu6"), "x > 0 && x < 6 ? g : (T)0",
          "g * ((x > 0) & (x < 6))", "min(max(x, 0), 6).", torch="nn.functional.relu6"),
     _row("selu", "Promote", "x", ("lv_seluf", "lv_selu"),
@@ -159,17 +167,17 @@ UNARY = [
          "x / (1 + |x|).", torch="nn.functional.softsign"),
     # -- piecewise: kinks follow PyTorch (abs'(0) = 0, sign/round/... have zero gradient) --
     _row("abs", "Promote", "x", ("fabsf", "fabs"), "g * SIGN(x)", "g * sign(x)",
-         "Absolute value; abs'(0) = 0."),
+         "Absolute value; abs'(0) = 0.", ints=("np.abs(x)", None)),
     _row("sign", "Promote", "", ("lv_signf", "lv_sign"), "(T)0", "zeros_like(g)",
-         "-1, 0 or 1 (0 for nan, as PyTorch); zero gradient."),
+         "-1, 0 or 1 (0 for nan, as PyTorch); zero gradient.", ints=("np.sign(x)", "x.copy()")),
     _row("floor", "Promote", "", ("floorf", "floor"), "(T)0", "zeros_like(g)",
-         "Round down; zero gradient."),
+         "Round down; zero gradient.", ints=_INT_COPY),
     _row("ceil", "Promote", "", ("ceilf", "ceil"), "(T)0", "zeros_like(g)",
-         "Round up; zero gradient."),
+         "Round up; zero gradient.", ints=_INT_COPY),
     _row("round", "Promote", "", ("rintf", "rint"), "(T)0", "zeros_like(g)",
-         "Round half to even, as PyTorch and NumPy; zero gradient."),
+         "Round half to even, as PyTorch and NumPy; zero gradient.", ints=_INT_COPY),
     _row("trunc", "Promote", "", ("truncf", "trunc"), "(T)0", "zeros_like(g)",
-         "Round toward zero; zero gradient."),
+         "Round toward zero; zero gradient.", ints=_INT_COPY),
 ]
 
 # Rows whose forward maps to Accelerate's vForce on macOS: op name -> vForce stem

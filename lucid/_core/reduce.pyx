@@ -202,7 +202,7 @@ cdef cnp.ndarray _fill_new(tuple shape, cnp.ndarray g):
 cdef cnp.ndarray _expand_grad(cnp.ndarray g, tuple in_shape, tuple axes, bint keepdim):
     """Broadcast a reduction's output gradient back over the reduced axes, into a new
     contiguous array (the fused kernel of sum's and mean's eager backward)."""
-    if cnp.PyArray_SIZE(g) == 1 and cnp.PyArray_IS_C_CONTIGUOUS(g):
+    if cnp.PyArray_SIZE(g) == 1 and cnp.PyArray_IS_C_CONTIGUOUS(g) and cnp.PyArray_ISALIGNED(g):
         return _fill_new(in_shape, g)
     if not keepdim:
         g = g.reshape(_keepdim_shape(in_shape, axes))
@@ -244,6 +244,8 @@ cdef class MeanBackward(ReduceBackward):
 cdef cnp.ndarray _sum_array(cnp.ndarray a, tuple axes, bint keepdim, DType out_dt):
     """Sum with lucid's kernels (blocked pairwise, in an order fixed by the shape) for
     contiguous float arrays, NumPy's pairwise add.reduce otherwise."""
+    if not cnp.PyArray_ISALIGNED(a):     # the kernels read typed pointers; same sum either way
+        a = np.array(a, copy=True)
     if out_dt.typenum == cnp.PyArray_TYPE(a):
         r = _kernel_reduce(LR_SUM, a, axes, keepdim, False)
         if r is not None:
@@ -657,6 +659,7 @@ def norm(input, p="fro", dim=None, keepdim=False, *, axis=None, keepdims=None):
             scale = np.max(a, axis=axes, keepdims=True, initial=0)   # no overflow in x*x
             safe = np.where(scale == 0, 1, scale)
             r = np.sqrt(np.sum((a / safe) ** 2, axis=axes, keepdims=True)) * safe
+            r = np.where(scale == np.inf, scale, r)     # inf / inf would give nan; torch: inf
             if not keepdim:
                 r = r.reshape(tuple(s for i, s in enumerate(_shp(a)) if not (axes is None or i in axes)))
         else:
@@ -786,8 +789,9 @@ cdef Tensor _softmax(object input, object dim, object dtype, bint log):
         r = k[0]
     else:
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            # No guard for an infinite max: as PyTorch, a row holding +inf (inf - inf) or
+            # only -inf gives nan.
             m = np.max(a, axis=ax, keepdims=True) if a.size else np.zeros_like(a)
-            m = np.where(np.isfinite(m), m, 0)
             z = a - m
             e = np.exp(z)
             ssum = np.sum(e, axis=ax, keepdims=True)

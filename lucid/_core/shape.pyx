@@ -303,7 +303,7 @@ def permute(input, *dims):
     return _permute(x, tuple(perm))
 
 
-def _reverse_dims(Tensor self):
+def _reverse_dims(Tensor self not None):
     """``x.T``: all dims reversed (as NumPy's .T). A view."""
     cdef int nd = cnp.PyArray_NDIM(self._data)
     return _permute(self, tuple(range(nd - 1, -1, -1)))
@@ -754,9 +754,12 @@ cdef object _index_component(object it):
     if isinstance(it, Tensor):
         a = (<Tensor>it)._data
     elif isinstance(it, (list, np.ndarray)):
-        if isinstance(it, list) and _contains_tensor(it):
-            it = _tensors_to_nested(it)
-        a = np.asarray(it)
+        try:
+            if isinstance(it, list) and _contains_tensor(it):
+                it = _tensors_to_nested(it)
+            a = np.asarray(it)
+        except (ShapeError, ValueError, RecursionError) as e:
+            raise IndexError(f"this list is not a valid index: {e}") from None
         if isinstance(it, list) and a.size == 0:
             a = a.astype(np.int64)
     else:
@@ -811,7 +814,7 @@ cdef class IndexBackward(Node):
         return z
 
 
-def _getitem(Tensor self, index):
+def _getitem(Tensor self not None, index):
     """``self[index]`` with NumPy semantics: basic indexing gives a view (shared memory and
     version counter), advanced indexing (integer/bool tensors, lists, arrays) a copy."""
     cdef tuple idx
@@ -916,7 +919,7 @@ cdef void _index_put(Tensor self, tuple idx, bint adv, object value, bint accumu
         _set_history(self, node)
 
 
-def _setitem(Tensor self, index, value):
+def _setitem(Tensor self not None, index, value):
     """``self[index] = value``: writes into self's memory (bumping its version); records
     IndexPutBackward as self's new grad_fn when self or value needs a gradient."""
     cdef tuple idx
@@ -927,7 +930,14 @@ def _setitem(Tensor self, index, value):
 
 def index_put_(input, indices, values, accumulate=False):
     """``input[indices] = values`` (or ``+=`` with accumulate=True), in place."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"index_put_(): input must be a lucid Tensor (it is modified in place), "
+                        f"got {type(input).__name__}")
     cdef Tensor x = <Tensor>input
+    _check_storage(x, "index_put_()'s input")
+    if not isinstance(indices, (tuple, list)):
+        raise TypeError(f"index_put_(): indices must be a tuple of index tensors, got "
+                        f"{type(indices).__name__}")
     cdef tuple idx
     cdef bint adv
     idx, adv = _convert_index(tuple(indices) if isinstance(indices, list) else indices)
@@ -1136,14 +1146,33 @@ def _m_repeat(self, *sizes):
 
 
 def _m_t(self):
-    if cnp.PyArray_NDIM((<Tensor>self)._data) > 2:
+    cdef Tensor x = _as_tensor(self)
+    if cnp.PyArray_NDIM(x._data) > 2:
         raise ShapeError(f"t() expects a tensor with <= 2 dimensions, but self is "
-                         f"{cnp.PyArray_NDIM((<Tensor>self)._data)}D")
-    return _reverse_dims(self)
+                         f"{cnp.PyArray_NDIM(x._data)}D")
+    return _reverse_dims(x)
 
 
 def _m_reshape(self, *shape):
     return reshape(self, _size_args(shape))
+
+
+def _m_view(self, *shape):
+    """``x.view(shape)``: always a view sharing x's memory, as PyTorch; a layout that
+    would need a copy raises (a silent copy would make writes through it vanish)."""
+    cdef Tensor x = _as_tensor(self)
+    shape = _size_args(shape)
+    try:
+        np.reshape(x._data, shape, copy=False)
+    except ValueError as e:
+        if "copy" in str(e) or "without copying" in str(e):
+            raise LucidError(
+                f"view size {shape} is not compatible with input tensor's size and stride "
+                f"(shape {_shp(x._data)}, strides {(<object>x._data).strides}): the result "
+                "would need a copy. Use .reshape(...) (which copies when it must) or "
+                ".contiguous().view(...)") from None
+        raise ShapeError(f"shape {shape} is invalid for input of shape {_shp(x._data)}: {e}") from None
+    return reshape(x, shape)
 
 
 def _m_expand(self, *sizes):
@@ -1159,7 +1188,7 @@ for _fn in (flatten, squeeze, unsqueeze, transpose, flip, roll, tile, gather, sc
             index_put_):
     export(_fn, method=_fn.__name__ not in ("cat", "concat", "stack", "pad"))
 export(reshape, method=_m_reshape)
-export(_m_reshape, "view", public=False, method=True)
+export(_m_view, "view", public=False, method=True)
 export(expand, method=_m_expand)
 export(_m_expand_as, "expand_as", public=False, method=True)
 export(permute, method=_m_permute)

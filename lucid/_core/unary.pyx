@@ -163,6 +163,8 @@ cdef cnp.ndarray _unary_kernel(const UnaryKernels *k, cnp.ndarray a):
         return _to_half(_unary_kernel(k, a.astype(np.float32)))
     if not cnp.PyArray_IS_C_CONTIGUOUS(a):
         return _unary_kernel_strided(k, a, num)
+    if not cnp.PyArray_ISALIGNED(a):      # e.g. from_numpy of a byte buffer at an odd offset
+        a = np.array(a, copy=True)
     out = _empty_like_arr(a, num)
     cdef void *y = cnp.PyArray_DATA(out)
     cdef const void *x = cnp.PyArray_DATA(a)
@@ -178,7 +180,8 @@ cdef cnp.ndarray _unary_kernel(const UnaryKernels *k, cnp.ndarray a):
 cdef cnp.ndarray _unary_kernel_strided(const UnaryKernels *k, cnp.ndarray a, int num):
     """f(a) for a strided view, in contiguous pieces of _PIECE elements."""
     it = np.nditer([a, None], flags=["external_loop", "buffered", "zerosize_ok"],
-                   op_flags=[["readonly", "contig"], ["writeonly", "allocate", "contig"]],
+                   op_flags=[["readonly", "contig", "aligned"],
+                             ["writeonly", "allocate", "contig", "aligned"]],
                    order="K", buffersize=_PIECE)
     cdef cnp.ndarray xin, yout
     cdef Py_ssize_t isz = cnp.PyArray_ITEMSIZE(a)
@@ -201,7 +204,8 @@ cdef cnp.ndarray _unary_grad_kernel(const UnaryKernels *k, cnp.ndarray g, cnp.nd
         g = g.astype(s.dtype)
     if _shp(g) != _shp(s):
         g = np.broadcast_to(g, _shp(s))
-    if not (cnp.PyArray_IS_C_CONTIGUOUS(g) and cnp.PyArray_IS_C_CONTIGUOUS(s)):
+    if not (cnp.PyArray_IS_C_CONTIGUOUS(g) and cnp.PyArray_IS_C_CONTIGUOUS(s)
+            and cnp.PyArray_ISALIGNED(g) and cnp.PyArray_ISALIGNED(s)):
         return _unary_grad_strided(k, g, s, num)
     out = _empty_like_arr(s, num)
     cdef void *gx = cnp.PyArray_DATA(out)
@@ -218,8 +222,8 @@ cdef cnp.ndarray _unary_grad_kernel(const UnaryKernels *k, cnp.ndarray g, cnp.nd
 
 cdef cnp.ndarray _unary_grad_strided(const UnaryKernels *k, cnp.ndarray g, cnp.ndarray s, int num):
     it = np.nditer([g, s, None], flags=["external_loop", "buffered", "zerosize_ok"],
-                   op_flags=[["readonly", "contig"], ["readonly", "contig"],
-                             ["writeonly", "allocate", "contig"]],
+                   op_flags=[["readonly", "contig", "aligned"], ["readonly", "contig", "aligned"],
+                             ["writeonly", "allocate", "contig", "aligned"]],
                    order="K", buffersize=_PIECE)
     cdef cnp.ndarray gin, sin, out
     cdef Py_ssize_t isz = cnp.PyArray_ITEMSIZE(s)
@@ -232,17 +236,49 @@ cdef cnp.ndarray _unary_grad_strided(const UnaryKernels *k, cnp.ndarray g, cnp.n
 
 
 cdef class UnaryCPU(Kernel):
-    """The CPU kernels of one unary row: forward and fused backward."""
+    """The CPU kernels of one unary row: forward and fused backward, and for rows that
+    keep integer dtypes (the row's ``ints``) the integer forward, a NumPy function."""
     cdef const UnaryKernels *k
+    cdef object int_fn
 
     cdef object run1(self, cnp.ndarray x, object params):
+        if self.int_fn is not None and not cnp.PyArray_ISFLOAT(x):     # bool, int32, int64
+            return self.int_fn(x)
         return _unary_kernel(self.k, x)
 
 
-cdef UnaryCPU _unary_kernel_of(const UnaryKernels *k):
+cdef UnaryCPU _unary_kernel_of(const UnaryKernels *k, object int_fn):
     cdef UnaryCPU c = UnaryCPU.__new__(UnaryCPU)
     c.k = k
+    c.int_fn = int_fn
     return c
+
+
+cdef class ConstantGradBackward(Node):
+    """Backward of a gradient that does not vary with the input it depends on: zeros."""
+    schema_v1 = register("constant_grad", "KeepInput", 1)
+
+    def grad_formula_impl(self, g):
+        return ops.zeros_like(g)
+
+
+ConstantGradBackward.schema_v1._bind(ConstantGradBackward)
+
+
+cdef object _depend_on_input(Node node, object r):
+    """A graph-mode gradient that came out constant (relu's g * (y > 0) with g constant,
+    sign's zeros) still depends on the op's input, with zero derivative: as in PyTorch,
+    differentiating it again gives zeros, not "does not require grad"."""
+    cdef Tensor t
+    cdef ConstantGradBackward c
+    if not isinstance(r, Tensor) or (<Tensor>r)._requires_grad or not grad_enabled() \
+            or node._next[0][0] is None:
+        return r
+    t = _wrap((<Tensor>r)._data, (<Tensor>r)._dtype)     # never the caller's tensor
+    c = <ConstantGradBackward>_new_node(ConstantGradBackward)
+    c._next = (node._next[0],)
+    _set_history(t, c)
+    return t
 
 
 cdef class UnaryBackward(Node):
@@ -281,12 +317,15 @@ cdef class UnaryBackward(Node):
         return (_unary_grad_kernel(self._k, g, self._saved.data(self)),)
 
     cdef tuple _graph(self, Tensor g):
+        cdef Tensor s
         if self._saved is None:
-            return (self.grad_formula_impl(g, None, None),)
-        cdef Tensor s = self._saved.unpack(self)
-        if self._saves_output:
-            return (self.grad_formula_impl(g, None, s),)
-        return (self.grad_formula_impl(g, s, None),)
+            r = self.grad_formula_impl(g, None, None)
+        else:
+            s = self._saved.unpack(self)
+            r = self.grad_formula_impl(g, None, s) if self._saves_output else \
+                self.grad_formula_impl(g, s, None)
+        return (_depend_on_input(self, r),)
+
 
 
 include "_unary.pxi"

@@ -59,9 +59,12 @@
 LV_CLONES static T LR(maxrun)(const T *x, ptrdiff_t n, ptrdiff_t *at) { LR_EXT_BODY(>) }
 LV_CLONES static T LR(minrun)(const T *x, ptrdiff_t n, ptrdiff_t *at) { LR_EXT_BODY(<) }
 
-/* The shift of the exp-sums: the max if finite, else 0 (then the sums give inf, nan
- * or log(0) = -inf exactly as the unshifted formula does). */
+/* The shift of the exp-sums. logsumexp: the max if finite, else 0 (then the sums give
+ * inf, nan or log(0) = -inf exactly as the unshifted formula does). softmax and
+ * log_softmax: the max itself, so that a row holding +inf, or only -inf, gives nan
+ * (inf - inf), as PyTorch. */
 static T LR(shift)(T m) { return isfinite(m) ? m : (T)0; }
+static T LR(shift_op)(T m, int op) { return op == LR_LSE ? LR(shift)(m) : m; }
 
 /* sum(exp(x - m)) in blocks of 256 (vector sums in T, blocks added in double). */
 LV_CLONES static double LR(sumexp)(const T *x, ptrdiff_t n, T m)
@@ -154,13 +157,13 @@ static void LR(row)(const lucid_red_plan *p, ptrdiff_t r)
         break;
     }
     case LR_SOFTMAX: {
-        T m = LR(shift)(LR(maxrun)(x, L, NULL));
+        T m = LR(maxrun)(x, L, NULL);
         double s = LR(expwrite)(x, y + r * L, L, m);
         LR(scale)(y + r * L, L, (T)(1.0 / s));
         break;
     }
     case LR_LOGSOFTMAX: {
-        T m = LR(shift)(LR(maxrun)(x, L, NULL));
+        T m = LR(maxrun)(x, L, NULL);
         double s = LR(shiftwrite)(x, y + r * L, L, m);
         LR(addc)(y + r * L, L, (T)(-log(s)));
         break;
@@ -253,7 +256,7 @@ LV_CLONES static void LR(colexp)(const T *x, T *y, ptrdiff_t I, ptrdiff_t R, int
     T m[LR_COL_W];
     double s[LR_COL_W];
     LR(colmax)(x, I, R, w, m, NULL);
-    for (int c = 0; c < w; c++) { m[c] = LR(shift)(m[c]); s[c] = 0; }
+    for (int c = 0; c < w; c++) { m[c] = LR(shift_op)(m[c], op); s[c] = 0; }
     for (ptrdiff_t r = 0; r < R; r++) {
         const T *xr = x + r * I;
         if (op == LR_LSE) {
@@ -383,7 +386,7 @@ static void LR(step)(lucid_red_plan *p)
         T m;
         int64_t k;
         LR(ext_combine)(p, 1, &m, &k);
-        p->shift = (double)LR(shift)(m);
+        p->shift = (double)LR(shift_op)(m, p->op);
     } else if (p->phase == 1) {
         p->total = lr_pairwise(p->part, p->nblocks);
         if (p->op == LR_LSE) y[0] = (T)(log(p->total) + p->shift);

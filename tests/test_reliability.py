@@ -1,0 +1,274 @@
+"""Issue 12: no input crashes the host process, and the silently wrong cases are fixed.
+
+Cases that used to take the process down run in a child process, so a regression is a
+failed test rather than a dead test run.
+"""
+import math
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import lucid
+from lucid._core.core import _rebuild
+
+torch = pytest.importorskip("torch")
+
+
+def run_isolated(code):
+    """Run ``code`` (after ``import numpy as np, lucid``) in a fresh interpreter; return
+    its stdout. A crash (signal) fails the test with the child's stderr."""
+    src = "import faulthandler; faulthandler.enable()\nimport numpy as np, lucid\n" + \
+        textwrap.dedent(code)
+    p = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, f"child exited with {p.returncode}:\n{p.stderr[-3000:]}"
+    return p.stdout
+
+
+def raises_in_child(code, exc_name, *words):
+    """``code`` raises ``exc_name`` (an exception class name) whose message has ``words``."""
+    out = run_isolated(f"""
+        try:
+{textwrap.indent(textwrap.dedent(code), ' ' * 12)}
+        except BaseException as e:
+            print(type(e).__name__, [c.__name__ for c in type(e).__mro__], str(e))
+        else:
+            print("NO ERROR")
+    """)
+    assert exc_name in out.split("]")[0], out
+    for w in words:
+        assert w in out, (w, out)
+
+
+# -- crashes ---------------------------------------------------------------------------------
+
+def test_index_put_rejects_non_tensor():
+    raises_in_child("lucid.index_put_(np.zeros(3), (np.array([0]),), 1.0)", "TypeError", "input")
+    with pytest.raises(TypeError, match="indices"):
+        lucid.index_put_(lucid.zeros(3), 0, 1.0)
+
+
+@pytest.mark.parametrize("method", ["add_", "sub_", "mul_", "div_", "fill_", "zero_", "t",
+                                    "__getitem__", "view", "reshape", "exp", "sum"])
+@pytest.mark.parametrize("self_", ["None", "np.zeros(3)", "'abc'"])
+def test_unbound_tensor_methods_reject_non_tensors(method, self_):
+    args = {"zero_": "", "t": "", "view": "3", "reshape": "3", "exp": "", "sum": "",
+            "__getitem__": "0"}.get(method, "1")
+    out = run_isolated(f"""
+        try:
+            lucid.Tensor.{method}({self_}{', ' + args if args else ''})
+        except (TypeError, ValueError, RuntimeError, IndexError) as e:
+            print("raised", type(e).__name__)
+        else:
+            print("ok")
+    """)
+    assert out.strip() in ("ok", "raised TypeError", "raised UnsupportedDTypeError",
+                           "raised ShapeError"), out
+
+
+@pytest.mark.parametrize("where", ["tensor", "index"])
+@pytest.mark.parametrize("kind", ["self_referential", "deep"])
+def test_recursive_or_deep_lists_raise(kind, where):
+    make = ("a = [0]; a.append(a)" if kind == "self_referential" else
+            "a = [0]\nfor _ in range(300000): a = [a]")
+    use = "lucid.tensor(a)" if where == "tensor" else "lucid.zeros(3)[a]"
+    exc = "ValueError" if where == "tensor" else "IndexError"
+    raises_in_child(make + "\n" + use, exc)
+
+
+def test_nested_lists_within_the_limit_still_work():
+    a = 1.0
+    for _ in range(30):
+        a = [a]
+    assert lucid.tensor(a).ndim == 30
+    assert lucid.tensor([[lucid.tensor(1.0), 2.0]]).shape == (1, 2)
+
+
+def test_tensor_without_storage_raises():
+    raises_in_child("t = lucid.Tensor.__new__(lucid.Tensor); lucid.sum(t)", "LucidError", "storage")
+    raises_in_child("""
+        class S(lucid.Tensor):
+            def __init__(self):
+                pass
+        S().sum()
+    """, "LucidError", "storage")
+    t = lucid.Tensor.__new__(lucid.Tensor)
+    for f in (lambda: lucid.exp(t), lambda: t + 1, lambda: lucid.tensor([t]),
+              lambda: lucid.tensor(t), lambda: t.fill_(1.0), lambda: lucid.index_put_(t, (0,), 1.0)):
+        with pytest.raises(lucid.LucidError):
+            f()
+    assert t.numel() == 0      # metadata stays memory-safe
+
+    class Good(lucid.Tensor):
+        def __init__(self, data):
+            super().__init__(data)
+    assert float(Good([1.0, 2.0]).sum()) == 3.0
+
+
+def test_pickle_rebuild_validates():
+    for bad in [(np.arange(4, dtype=np.int8), "float64", False),
+                (np.arange(4, dtype=np.int32), "float64", False),
+                (np.array([object()] * 4), "float64", False),
+                (np.array(["a"]), "int64", False),
+                ([1.0, 2.0], "float32", False),
+                (np.zeros(2, np.float32), "complex64", False),
+                (np.zeros(2, np.int64), "int64", True),
+                (np.zeros(2, np.float32), "float32", "yes")]:
+        with pytest.raises((TypeError, ValueError, RuntimeError)):
+            _rebuild(*bad)
+    raises_in_child("""
+        from lucid._core.core import _rebuild
+        lucid.exp(_rebuild(np.arange(4, dtype=np.int8), "float64", False))
+    """, "TypeError", "dtype")
+    t = lucid.tensor([1.0, 2.0], requires_grad=True)
+    u = pickle.loads(pickle.dumps(t))
+    assert u.requires_grad and u.dtype is lucid.float32 and u.tolist() == [1.0, 2.0]
+
+
+def test_unaligned_arrays_give_the_aligned_results():
+    buf = np.zeros(4 * 300 + 1, np.uint8)[1:].view(np.float32)
+    buf[:] = np.linspace(-3, 3, 300, dtype=np.float32)
+    assert not buf.flags.aligned
+    al = buf.copy()
+    t, ta = lucid.from_numpy(buf), lucid.from_numpy(al)
+    for f in (lucid.exp, lucid.sin, lucid.neg, lucid.sum, lambda x: x * x, lambda x: x ** 2.0,
+              lambda x: lucid.maximum(x, ta), lambda x: lucid.abs(x)):
+        np.testing.assert_array_equal(np.asarray(f(t)), np.asarray(f(ta)))
+    x = lucid.tensor(buf, requires_grad=True)
+    lucid.exp(x).backward(gradient=lucid.from_numpy(buf))
+    np.testing.assert_allclose(x.grad.numpy(), np.exp(al) * al, rtol=1e-6)
+
+
+# -- silently wrong ------------------------------------------------------------------------------
+
+def test_norm_of_inf_is_inf():
+    inf, nan = math.inf, math.nan
+    for vals, p in [([inf, 1.0], 2), ([-inf, 1.0], "fro"), ([inf, 1.0], 3), ([inf, nan], 2),
+                    ([1.0, 2.0], 2), ([0.0, 0.0], 2)]:
+        got = float(lucid.norm(lucid.tensor(vals), p=p))
+        want = float(torch.norm(torch.tensor(vals), p=2 if p == "fro" else p))
+        assert (math.isnan(got) and math.isnan(want)) or got == pytest.approx(want), (vals, p)
+    r = lucid.norm(lucid.tensor([[inf, 1.0], [1.0, 1.0]]), dim=1)
+    assert r.tolist()[0] == inf and r.tolist()[1] == pytest.approx(math.sqrt(2))
+
+
+INT_ROWS = ["abs", "floor", "ceil", "round", "trunc", "sign", "relu", "square"]
+
+
+@pytest.mark.parametrize("name", INT_ROWS)
+@pytest.mark.parametrize("dtype", ["int32", "int64", "bool"])
+def test_integer_unary_ops_keep_their_dtype_as_torch(name, dtype):
+    vals = [123456789, -7, 0, 3, -2**31 + 1] if dtype != "bool" else [True, False]
+    tt = torch.tensor(vals, dtype=getattr(torch, dtype))
+    tfn = getattr(torch, name, None) or getattr(torch.nn.functional, name)
+    try:
+        want = tfn(tt)
+    except RuntimeError:
+        with pytest.raises(TypeError):
+            getattr(lucid, name)(lucid.tensor(vals, dtype=getattr(lucid, dtype + ("_" if dtype == "bool" else ""))))
+        return
+    got = getattr(lucid, name)(lucid.tensor(vals, dtype=getattr(lucid, dtype + ("_" if dtype == "bool" else ""))))
+    assert str(got.dtype).split(".")[1].rstrip("_") == str(want.dtype).split(".")[1]
+    assert got.tolist() == want.tolist()
+
+
+def test_abs_of_a_large_int_is_exact():
+    assert lucid.abs(lucid.tensor([123456789])).tolist() == [123456789]
+
+
+def test_add_with_float_alpha_on_integers_raises():
+    a, b = lucid.tensor([1]), lucid.tensor([2])
+    with pytest.raises(TypeError, match="alpha"):
+        lucid.add(a, b, alpha=0.5)
+    with pytest.raises(TypeError, match="alpha"):
+        lucid.sub(a, b, alpha=0.5)
+    with pytest.raises(TypeError, match="alpha"):
+        lucid.add(a, b, alpha="x")
+    assert lucid.add(a, b, alpha=3).tolist() == [7]
+    assert lucid.add(lucid.tensor([1.0]), b, alpha=0.5).tolist() == [2.0]
+
+
+def test_randint_range_checks():
+    with pytest.raises(ValueError, match="int32"):
+        lucid.randint(0, 2**40, (3,), dtype=lucid.int32)
+    with pytest.raises(ValueError):
+        lucid.randint(-5, 2, (3,), dtype=lucid.bool_)
+    with pytest.raises(ValueError):
+        lucid.randint(0, 2**64, (3,))
+    with pytest.raises(TypeError, match="high"):
+        lucid.randint(0, 2.5, (3,))
+    r = lucid.randint(-2**31, 2**31, (1000,), dtype=lucid.int32)
+    assert r.dtype is lucid.int32
+    assert lucid.randint(0, 2, (100,), dtype=lucid.bool_).dtype is lucid.bool_
+
+
+def test_full_of_nan_into_integers_raises():
+    for v in (math.nan, math.inf, -math.inf, 2**63, -2**63 - 1):
+        with pytest.raises(OverflowError):
+            lucid.full((2,), v, dtype=lucid.int64)
+    with pytest.raises(OverflowError):
+        lucid.full((2,), 2**40, dtype=lucid.int32)
+    with pytest.raises(OverflowError):
+        lucid.full_like(lucid.zeros(2, dtype=lucid.int32), math.nan)
+    assert lucid.full((2,), 1.5, dtype=lucid.int64).tolist() == [1, 1]     # as torch
+    with pytest.raises((TypeError, OverflowError)):
+        lucid.zeros(2, dtype=lucid.int64).fill_(math.nan)
+    with pytest.raises(OverflowError):
+        lucid.zeros(2, dtype=lucid.int32).fill_(2**40)
+
+
+@pytest.mark.parametrize("vals", [[math.inf, 1.0, 2.0], [-math.inf, -math.inf], [-math.inf, 1.0],
+                                  [math.inf, math.inf], [math.inf, -math.inf], [1.0, 2.0]])
+def test_softmax_with_infinities_as_torch(vals):
+    for lf, tf in ((lucid.softmax, torch.softmax), (lucid.log_softmax, torch.log_softmax)):
+        got = np.asarray(lf(lucid.tensor(vals), 0))
+        want = tf(torch.tensor(vals), 0).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_reduction_dim_out_of_range_on_0d():
+    x = lucid.tensor(1.0)
+    for f in (lucid.sum, lucid.mean, lucid.prod, lucid.amax, lucid.norm, lucid.all):
+        with pytest.raises(IndexError):
+            f(x, dim=1)
+    assert float(lucid.sum(x, dim=0)) == 1.0 and float(lucid.sum(x, dim=-1)) == 1.0
+
+
+@pytest.mark.parametrize("name", ["relu", "relu6", "hardsigmoid", "sign", "floor", "abs"])
+def test_double_backward_of_piecewise_ops_gives_zeros(name):
+    fn = getattr(lucid, name)
+    x = lucid.tensor([1.0, -1.0, 4.0, 7.0], requires_grad=True)
+    (g,) = lucid.autograd.grad(fn(x).sum(), x, create_graph=True)
+    (h,) = lucid.autograd.grad(g.sum(), x)
+    assert h.tolist() == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_view_never_copies():
+    a = lucid.zeros(2, 3)
+    with pytest.raises(lucid.LucidError, match="reshape"):
+        a.T.view(6)
+    v = a.view(3, 2)
+    v.fill_(7.0)
+    assert a.tolist() == [[7.0] * 3] * 2
+    assert a.T.reshape(6).shape == (6,)          # reshape still copies when it must
+
+
+# -- errors name the argument ------------------------------------------------------------------
+
+def test_clear_errors():
+    with pytest.raises(IndexError, match="non-zero size"):
+        lucid.amax(lucid.zeros(0, 3), 0)
+    with pytest.raises(OverflowError, match="add"):
+        lucid.add(lucid.tensor([1]), 2**70)
+    with pytest.raises(lucid.LucidError, match="device"):
+        lucid.ones(2).to("cuda:0")
+    assert lucid.ones(2).to("cpu").dtype is lucid.float32
+    with pytest.raises(TypeError, match="numeric"):
+        lucid.exp(np.array(["a"]))
+    with pytest.raises(TypeError):
+        lucid.exp(np.array(["2020-01-01"], dtype="datetime64[D]"))
+    with pytest.raises(TypeError):
+        lucid.exp(np.array([object()]))
