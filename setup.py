@@ -94,7 +94,7 @@ headers = sorted(glob.glob(os.path.join(CORE, "include", "*.h")) +
                  glob.glob(os.path.join(SRC, "*.h")))
 
 kernel_libraries = [
-    (lib, {"sources": [os.path.join(SRC, c) for c in files], "depends": headers,
+    (lib, {"sources": [os.path.join(SRC, c) for c in files], "obj_deps": {"": headers},
            "include_dirs": [os.path.join(CORE, "include")], "cflags": c_flags})
     for lib, files in KERNELS.items()
 ]
@@ -142,6 +142,10 @@ class build_ext(_build_ext):
 
     def run(self):
         self.run_command("build_clib")
+        libdir = self.get_finalized_command("build_clib").build_clib
+        for ext in self.extensions:    # a rebuilt kernel library relinks its modules
+            ext.depends += [os.path.join(libdir, f"lib{lib}.a") for lib in ext.libraries
+                            if lib in KERNELS]
         super().run()
 
 
