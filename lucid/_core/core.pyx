@@ -1512,15 +1512,18 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
         if tb is not None and tb._dtype is float16:
             tb = to_dtype(tb, float32, False)
     cdef DType dt = <DType>_DTYPES[code]
+    # Half results are computed in float32 and rounded once, as PyTorch's CPU kernels do:
+    # an operand cast to float16 first could overflow (0 * int32(65520) is 0, not nan).
+    cdef DType cdt = float32 if code == DT_FLOAT16 and s.node is not None else dt
     try:
-        oa = _operand(ta, sa, dt)
-        ob = _operand(tb, sb, dt)
+        oa = _operand(ta, sa, cdt)
+        ob = _operand(tb, sb, cdt)
     except OverflowError:
         raise OverflowError(
             f"{s.name}(): the scalar {sa if ta is None else sb!r} does not fit in the "
             f"result dtype {dt}") from None
     try:
-        r = s.cpu.run2(oa, ob, dt, params)
+        r = s.cpu.run2(oa, ob, cdt, params)
     except ValueError as e:
         if "broadcast" in str(e):
             raise _broadcast_error(ta, tb, e) from None
@@ -1530,7 +1533,7 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
     if s.node is None:                 # comparisons and predicates: the kernel's dtype
         return _wrap(arr, _dtype_of_array(arr))
     if cnp.PyArray_TYPE(arr) != dt.typenum:
-        arr = arr.astype(dt.numpy_dtype)
+        arr = _store(arr, dt)
     out = _wrap(arr, dt)
     if lucid_grad_enabled and ((ta is not None and ta._requires_grad) or
                                (tb is not None and tb._requires_grad)):
