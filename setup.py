@@ -117,7 +117,7 @@ extensions = [
 # -- lucid.optim._fused: the fused optimizer updates -----------------------------------------
 # Its own extension, independent of lucid._core (it works on the NumPy arrays of
 # parameters, gradients and state). -ffp-contract=off: no FMA contraction, so the
-# updates round like torch's CPU kernels; never -ffast-math.
+# updates round like torch's CPU kernels; never the fast-math flags.
 OPTIM = os.path.join("lucid", "optim")
 optim_ext = Extension(
     "lucid.optim._fused",

@@ -3,7 +3,7 @@
 family, measured in one process (median of repeats; the bench/ suite does the same
 with pytest-benchmark).
 
-    python tools/reduce_ratios.py                     # the issue's (1000, 100) float32 cases
+    python tools/reduce_ratios.py                     # the (1000, 100) float32 cases
     python tools/reduce_ratios.py --full              # every op x axis, 1e3/1e5, f32/f64, 1/2 threads
 """
 import argparse

@@ -4,7 +4,7 @@
  * back, in the order of operations PyTorch's single-tensor (CPU) implementation uses,
  * in the parameter's own precision (float32 math for float32), so 20 steps agree
  * with torch to rounding. `gsign` is +1, or -1 for maximize=True (exact).
- * Built without -ffast-math and with -ffp-contract=off: no FMA contraction that
+ * Built without the fast-math flags and with -ffp-contract=off: no FMA contraction that
  * torch's kernels would not do either.
  */
 #ifndef LUCID_OPTIM_H
