@@ -17,12 +17,6 @@ cdef object _mm(object a, object b):
     return _as_ndarray(np.matmul(a, b))
 
 
-cdef inline object _cast_arr(object a, DType dt):
-    if (<cnp.ndarray>a).dtype != dt.numpy_dtype:
-        return (<cnp.ndarray>a).astype(dt.numpy_dtype)
-    return a
-
-
 cdef class LinalgCPU(Kernel):
     """The BLAS forward of matmul / dot (np.matmul) or outer."""
     cdef bint outer
@@ -126,7 +120,7 @@ cdef Tensor _pair(OpSchema s, Tensor a, Tensor b):
     """Run a pair op in the promoted dtype and record its node."""
     cdef DType dt = dtype_of_code(_promote2(a._dtype.code, b._dtype.code))
     try:
-        r = s.cpu.run2(_cast_arr(a._data, dt), _cast_arr(b._data, dt), dt, None)
+        r = s.cpu.run2(_store(a._data, dt), _store(b._data, dt), dt, None)
     except ValueError as e:
         raise ShapeError(f"{s.name}: shapes {_shp(a._data)} and {_shp(b._data)} cannot be "
                          f"multiplied: {e}") from None

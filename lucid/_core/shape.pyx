@@ -30,12 +30,6 @@ cdef tuple _NO_EDGE = (None, 0)
 
 # -- small helpers --------------------------------------------------------------------
 
-cdef inline object _cast_arr(object a, DType dt):
-    if (<cnp.ndarray>a).dtype != dt.numpy_dtype:
-        return (<cnp.ndarray>a).astype(dt.numpy_dtype)
-    return a
-
-
 cdef inline object _cast_t(object t, DType dt):
     if (<Tensor>t)._dtype is not dt:
         return to_dtype(<Tensor>t, dt, False)
@@ -390,7 +384,7 @@ def cat(tensors, dim=0, *, axis=None):
                 raise ShapeError(f"cat(): sizes of tensors must match except in dimension {d}; "
                                  f"expected size {rshape[k]} but got size {s[k]} for tensor "
                                  f"number {i} in dimension {k}")
-        arrays.append(_cast_arr(t._data, dt))
+        arrays.append(_store(t._data, dt))
         sizes.append(s[d])
         off += s[d]
     cdef Tensor y = _wrap(_as_ndarray(np.concatenate(arrays, axis=d)), dt)
@@ -442,7 +436,7 @@ def stack(tensors, dim=0, *, axis=None):
             raise ShapeError(f"stack expects each tensor to be equal size, but got {shape} at "
                              f"entry 0 and {_shp((<Tensor>ts[i])._data)} at entry {i}")
     cdef DType dt = _promote_list(ts)
-    cdef Tensor y = _wrap(_as_ndarray(np.stack([_cast_arr((<Tensor>t)._data, dt) for t in ts],
+    cdef Tensor y = _wrap(_as_ndarray(np.stack([_store((<Tensor>t)._data, dt) for t in ts],
                                                axis=d)), dt)
     cdef StackBackward node
     if grad_enabled() and dt.is_floating_point and builtins.any(
