@@ -29,11 +29,13 @@ from lucid._core.core import (  # noqa: E402
     device,
     from_numpy,
     get_num_threads,
+    gpu_available,
     is_grad_enabled,
     set_num_threads,
     tensor,
     use_deterministic_algorithms,
 )
+from lucid._core.core import eval_tensors as eval  # noqa: E402,A001  (as mlx.core.eval)
 from lucid._core.creation import (  # noqa: E402
     Generator,
     arange,
@@ -81,7 +83,7 @@ __all__ = [
     "AmpPolicy", "DType", "Device", "Generator", "LucidError", "OpSchema", "ShapeError", "Tensor",
     "UnsupportedDTypeError", "arange", "are_deterministic_algorithms_enabled", "autograd",
     "backend_info", "bool_", "device", "double", "empty", "enable_grad", "eye", "float16",
-    "float32", "float64", "from_numpy", "full", "get_num_threads", "half", "initial_seed", "int32",
+    "float32", "float64", "from_numpy", "full", "get_num_threads", "gpu_available", "half", "initial_seed", "int32",
     "int64", "is_grad_enabled", "linspace", "manual_seed", "no_grad", "normal", "ones", "ops",
     "rand", "randint", "randn", "set_grad_enabled", "set_num_threads", "tensor",
     "use_deterministic_algorithms", "zeros", "nn", "optim", "save", "load", "differentiable",

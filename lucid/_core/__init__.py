@@ -6,6 +6,8 @@ from lucid._core import unary, binary, compare, reduce, shape, linalg, creation 
 
 FAMILIES = (unary, binary, compare, reduce, shape, linalg, creation)
 
+from lucid._core import gpu  # noqa: F401,E402  (the MLX kernels of the table rows)
+
 # Families written in Python over NumPy/LAPACK (their nodes are core.PyNode subclasses);
 # imported here so that their schemas and exports exist before lucid.ops reads them.
 from lucid import linalg as _linalg  # noqa: F401,E402

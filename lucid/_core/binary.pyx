@@ -417,9 +417,9 @@ cdef class BinaryBackward(Node):
     cdef tuple _graph(self, Tensor g):
         ga, gb = self._formula(g)
         if ga is not None:
-            ga = to_dtype(_sum_to_t(_as_tensor(ga), self._shape_a), self._dt_a, False)
+            ga = to_dtype(_sum_to_t(_as_tensor_dev(ga), self._shape_a), self._dt_a, False)
         if gb is not None:
-            gb = to_dtype(_sum_to_t(_as_tensor(gb), self._shape_b), self._dt_b, False)
+            gb = to_dtype(_sum_to_t(_as_tensor_dev(gb), self._shape_b), self._dt_b, False)
         return (ga, gb)
 
     @property

@@ -87,8 +87,11 @@ _S_where._bind(WhereBackward)
 def where(condition, input=None, other=None):
     """Elements of ``input`` where ``condition`` holds, else of ``other`` (broadcast).
     With only ``condition``, the indices of its nonzero elements (a tuple per dim)."""
-    cdef Tensor c = _as_tensor(condition)
+    cdef Tensor c = _as_tensor_dev(condition)
     if input is None and other is None:
+        if c._mx is not None:
+            raise LucidError("where(condition) (nonzero) does not run on the gpu device: its "
+                             "result's size depends on the values; use condition.cpu()")
         return tuple(_wrap(_as_ndarray(i).astype(np.int64), int64) for i in np.nonzero(c._data))
     if c._dtype is not bool_:
         raise UnsupportedDTypeError(f"where expected a bool condition, got {c._dtype}")
@@ -97,23 +100,38 @@ def where(condition, input=None, other=None):
     sa = None if ta is not None else input
     sb = None if tb is not None else other
     if ta is None and not _is_scalar(sa):
-        ta = _as_tensor(sa)
+        ta = _as_tensor_dev(sa)
         sa = None
     if tb is None and not _is_scalar(sb):
-        tb = _as_tensor(sb)
+        tb = _as_tensor_dev(sb)
         sb = None
     cdef DType dt = dtype_of_code(_result_code(ta, sa, tb, sb) if (ta is not None or tb is not None)
                                   else _promote2(_scalar_code(sa), _scalar_code(sb)))
-    try:
-        r = np.where(c._data, _operand(ta, sa, dt), _operand(tb, sb, dt))
-    except ValueError as e:
-        raise ShapeError(f"where: shapes do not broadcast: {e}") from None
-    cdef Tensor out = _wrap(_as_ndarray(r).astype(dt.numpy_dtype, copy=False), dt)
+    cdef bint gpu = c._mx is not None
+    cdef Tensor out
+    if gpu or (ta is not None and ta._mx is not None) or (tb is not None and tb._mx is not None):
+        if not gpu or (ta is not None and ta._mx is None) or (tb is not None and tb._mx is None):
+            raise LucidError("where(): expected condition, input and other on the same device, "
+                             "got tensors on gpu and cpu")
+        m = mlx()
+        try:
+            r = m.where(c._mx, _mx_of(ta if ta is not None else sa, dt),
+                        _mx_of(tb if tb is not None else sb, dt))
+        except ValueError as e:
+            raise ShapeError(f"where: shapes do not broadcast: {e}") from None
+        out = _wrap_mx(r, dt)
+    else:
+        try:
+            r = np.where(c._data, _operand(ta, sa, dt), _operand(tb, sb, dt))
+        except ValueError as e:
+            raise ShapeError(f"where: shapes do not broadcast: {e}") from None
+        out = _wrap(_as_ndarray(r).astype(dt.numpy_dtype, copy=False), dt)
     cdef WhereBackward node
     if grad_enabled() and ((ta is not None and ta._requires_grad) or
                            (tb is not None and tb._requires_grad)):
         node = <WhereBackward>record(_S_where, out, (ta, tb), None)
-        node._cond = _wrap(np.broadcast_to(c._data, _shp(out._data)), bool_)
+        node._cond = (_wrap_mx(mlx().broadcast_to(c._mx, _shp(out._data)), bool_) if gpu
+                      else _wrap(np.broadcast_to(c._data, _shp(out._data)), bool_))
         if ta is not None:
             node._shape_a, node._dt_a = _shp(ta._data), ta._dtype
         if tb is not None:

@@ -61,6 +61,7 @@ cdef class Tensor:
     cdef Node _grad_fn
     cdef int _output_nr
     cdef _VersionCounter _vc
+    cdef object _mx             # the mlx.core array of a "gpu" tensor, else None
     cdef object __weakref__
     cdef _set_requires_grad(self, bint value)
     cdef _VersionCounter _get_vc(self)
@@ -70,6 +71,7 @@ cdef class Tensor:
 cdef class SavedTensor:
     cdef Tensor _tensor
     cdef cnp.ndarray _data
+    cdef object _mx
     cdef DType _dtype
     cdef _VersionCounter _vc
     cdef long long _version
@@ -102,6 +104,8 @@ cdef class OpSchema:
     cdef readonly type node
     cdef int _int_rule
     cdef public Kernel cpu
+    cdef public object gpu      # the MLX kernel (a callable), or True where the family's
+                                # function handles gpu tensors itself; None: CPU only
     cdef int amp
 
 
@@ -123,7 +127,7 @@ cdef tuple _keepdim_shape(tuple in_shape, tuple axes)
 cdef tuple _size_args(tuple args)
 cdef object _np_alias(str fn, str torch_name, object torch_value, object torch_default,
                       str np_name, object np_value)
-cdef void _check_device(object dev) except *
+cdef bint _check_device(object dev) except -1
 cdef bint _contains_tensor(object seq, int depth=*) except -1
 cdef object _tensors_to_nested(object seq, int depth=*)
 cdef void _check_storage(Tensor t, str what) except *
@@ -131,6 +135,14 @@ cdef cnp.ndarray _to_half(cnp.ndarray a)
 cdef cnp.ndarray _contig(cnp.ndarray a)
 cdef cnp.ndarray _store(object r, DType dt)
 cdef Tensor to_dtype(Tensor x, DType dt, bint copy)
+
+# -- the gpu device (MLX) ---------------------------------------------------------------
+cdef object mlx()
+cdef object mx_dtype(DType dt)
+cdef Tensor _wrap_mx(object arr, DType dt)
+cdef Tensor _as_tensor_dev(object x)
+cdef Tensor to_device(Tensor x, bint gpu)
+cdef object _mx_of(object v, DType dt)
 
 # -- autograd ---------------------------------------------------------------------------
 cdef bint grad_enabled() noexcept nogil

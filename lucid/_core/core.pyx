@@ -10,6 +10,7 @@ cimport numpy as cnp
 from cpython.buffer cimport PyBuffer_Release, PyObject_GetBuffer
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_INCREF
 import builtins
 import enum
 import functools
@@ -167,7 +168,8 @@ class UnsupportedDTypeError(LucidError, TypeError):
 # counter shared with its views.
 
 cdef class Device:
-    """Where a tensor lives. Only ``cpu`` exists until the MLX backend lands."""
+    """Where a tensor lives: ``cpu`` (NumPy storage, lucid's kernels) or ``gpu`` (an
+    MLX array, MLX's kernels on Metal or CUDA)."""
 
     def __repr__(self):
         return f"device(type='{self.type}')"
@@ -179,7 +181,10 @@ cdef class Device:
         if isinstance(other, Device):
             return self.type == (<Device>other).type
         if isinstance(other, str):
-            return self.type == other
+            try:
+                return self.type == device(other).type
+            except (ValueError, TypeError):
+                return False
         return NotImplemented
 
     def __hash__(self):
@@ -191,19 +196,26 @@ cdef class Device:
 
 cdef Device _CPU = Device.__new__(Device)
 _CPU.type = "cpu"
+cdef Device _GPU = Device.__new__(Device)
+_GPU.type = "gpu"
+
+# The names PyTorch and MLX users write for the one GPU lucid drives.
+cdef frozenset _GPU_NAMES = frozenset(("gpu", "metal", "cuda", "gpu:0", "cuda:0", "metal:0"))
 
 
 cpdef Device device(object spec="cpu"):
-    """``lucid.device("cpu")``."""
+    """``lucid.device("cpu")`` or ``lucid.device("gpu")`` (aliases: "metal", "cuda",
+    "gpu:0")."""
     if isinstance(spec, Device):
         return <Device>spec
-    if isinstance(spec, str) and spec == "cpu":
+    if not isinstance(spec, str):
+        raise TypeError(f"device must be a string or a lucid.device, got {type(spec).__name__}")
+    if spec == "cpu" or spec == "cpu:0":
         return _CPU
-    if isinstance(spec, str) and spec.split(":")[0] in ("gpu", "cuda", "mps", "mlx"):
-        raise LucidError(
-            f"device {spec!r} is not available: lucid's GPU (MLX) backend is not built yet; "
-            "use device='cpu'")
-    raise ValueError(f"unknown device {spec!r}; expected 'cpu'")
+    if spec in _GPU_NAMES:
+        return _GPU
+    raise ValueError(f"unknown device {spec!r}; expected 'cpu' or 'gpu' "
+                     "(or its aliases 'metal', 'cuda', 'gpu:0')")
 
 
 cdef class _VersionCounter:
@@ -234,6 +246,7 @@ cdef class Tensor:
     def __init__(self, data, dtype=None, device="cpu", requires_grad=False):
         cdef Tensor t = tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
         self._data = t._data
+        self._mx = t._mx
         self._dtype = t._dtype
         self._requires_grad = t._requires_grad
 
@@ -252,11 +265,12 @@ cdef class Tensor:
 
     @property
     def device(self):
-        return _CPU
+        return _CPU if self._mx is None else _GPU
 
     @property
     def is_cuda(self):
-        return False
+        """Whether the tensor is on the gpu device (PyTorch's name)."""
+        return self._mx is not None
 
     def size(self, dim=None):
         if dim is None:
@@ -343,6 +357,7 @@ cdef class Tensor:
     def detach(self):
         """A tensor sharing this one's memory and version counter, outside the graph."""
         cdef Tensor t = _wrap(self._data, self._dtype)
+        t._mx = self._mx
         t._vc = self._get_vc()
         return t
 
@@ -354,7 +369,9 @@ cdef class Tensor:
     @property
     def data(self):
         """This tensor's values, outside the graph (shares memory)."""
-        return _wrap(self._data, self._dtype)
+        cdef Tensor t = _wrap(self._data, self._dtype)
+        t._mx = self._mx
+        return t
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) into the ``.grad`` of every leaf that requires grad."""
@@ -367,6 +384,8 @@ cdef class Tensor:
             raise LucidError(
                 "Can't call numpy() on a tensor that requires grad. "
                 "Use tensor.detach().numpy() instead.")
+        if self._mx is not None:
+            return _host(self)
         return self._data.view()
 
     def __array__(self, dtype=None, copy=None):
@@ -374,6 +393,10 @@ cdef class Tensor:
             raise LucidError(
                 "Can't convert a tensor that requires grad to a NumPy array. "
                 "Use tensor.detach().numpy() instead.")
+        if self._mx is not None:
+            # As PyTorch: NumPy code never silently pulls a gpu tensor to the host.
+            raise TypeError("can't convert a gpu tensor to a NumPy array implicitly; use "
+                            ".cpu() (or .numpy(), which evaluates and copies out)")
         if copy:
             return np.array(self._data, dtype=dtype, copy=True)
         if dtype is not None and np.dtype(dtype) != self._data.dtype:
@@ -387,10 +410,10 @@ cdef class Tensor:
             raise LucidError(
                 f"a Tensor with {cnp.PyArray_SIZE(self._data)} elements cannot be "
                 "converted to a Python scalar")
-        return self._data.item()
+        return _values(self).item()
 
     def tolist(self):
-        return self._data.tolist()
+        return _values(self).tolist()
 
     def __float__(self):
         return float(self.item())
@@ -408,7 +431,7 @@ cdef class Tensor:
             raise LucidError(
                 f"the truth value of a tensor with {cnp.PyArray_SIZE(self._data)} elements "
                 "is ambiguous")
-        return bool(self._data.item())
+        return bool(_values(self).item())
 
     def __len__(self):
         if cnp.PyArray_NDIM(self._data) == 0:
@@ -425,6 +448,8 @@ cdef class Tensor:
     def __getbuffer__(self, Py_buffer *buffer, int flags):
         if self._requires_grad:
             raise BufferError("a tensor that requires grad does not export its buffer; detach() it")
+        if self._mx is not None:
+            raise BufferError("a gpu tensor does not export a buffer; use .cpu() first")
         cdef Py_buffer *inner = <Py_buffer *>PyMem_Malloc(sizeof(Py_buffer))
         if inner == NULL:
             raise MemoryError()
@@ -458,16 +483,20 @@ cdef class Tensor:
     def __reduce__(self):
         if self._requires_grad and self._grad_fn is not None:
             raise LucidError("cannot pickle a non-leaf tensor that requires grad; detach() it first")
+        if self._mx is not None:
+            return (_rebuild, (_host(self).copy(), self._dtype.name, self._requires_grad, "gpu"))
         return (_rebuild, (self._data.copy(), self._dtype.name, self._requires_grad))
 
     def __repr__(self):
-        body = np.array2string(self._data, separator=", ", prefix="tensor(",
+        body = np.array2string(_values(self), separator=", ", prefix="tensor(",
                                max_line_width=80, threshold=1000)
         extras = []
         if self._dtype is not float32 and self._dtype is not int64 and self._dtype is not bool_:
             extras.append(f"dtype={self._dtype}")
         elif cnp.PyArray_SIZE(self._data) == 0:
             extras.append(f"size={_shp(self._data)}")
+        if self._mx is not None:
+            extras.append("device='gpu'")
         if self._grad_fn is not None:
             extras.append(f"grad_fn=<{type(self._grad_fn).__name__}>")
         elif self._requires_grad:
@@ -489,19 +518,28 @@ cdef class Tensor:
 
     # -- copies and dtype casts --------------------------------------------------
     def contiguous(self):
-        if cnp.PyArray_IS_C_CONTIGUOUS(self._data):
+        if self._mx is not None or cnp.PyArray_IS_C_CONTIGUOUS(self._data):
             return self
         return clone(self)
 
-    def to(self, dtype=None, device=None, copy=False):
-        if isinstance(dtype, Device) or (isinstance(dtype, str) and (
-                dtype.split(":")[0] in ("cpu", "gpu", "cuda", "mps", "mlx"))):
-            dtype, device = None, dtype          # t.to("cpu"), t.to("cuda:0")
+    def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
+        """``t.to(dtype)``, ``t.to(device)``, ``t.to(device, dtype)``, ``t.to(other)`` or
+        keywords: this tensor converted (itself when nothing changes, unless ``copy``)."""
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype, device = (<Tensor>a)._dtype, (<Tensor>a).device
+            elif isinstance(a, Device) or isinstance(a, str) and not _is_dtype_name(a):
+                device = a
+            else:
+                dtype = a
+        cdef Tensor y = self
         if device is not None:
-            _check_device(device)
-        if dtype is None:
-            return clone(self) if copy else self
-        return to_dtype(self, as_dtype(dtype), copy)
+            y = to_device(y, _check_device(device))
+        if dtype is not None:
+            y = to_dtype(y, as_dtype(dtype), copy and y is self)
+        elif copy and y is self:
+            y = clone(self)
+        return y
 
     def float(self):
         return to_dtype(self, float32, False)
@@ -522,6 +560,17 @@ cdef class Tensor:
         return to_dtype(self, bool_, False)
 
     def cpu(self):
+        """This tensor on the cpu (itself if it is there)."""
+        return to_device(self, False)
+
+    def gpu(self):
+        """This tensor on the gpu device (MLX); itself if it is there."""
+        return to_device(self, True)
+
+    def eval(self):
+        """Evaluate a gpu tensor's pending MLX computation; returns the tensor."""
+        if self._mx is not None:
+            mlx().eval(self._mx)
         return self
 
     # -- operators: the functions are the op families' (see export) ---------------
@@ -665,7 +714,7 @@ cdef class Tensor:
         return ops._reverse_dims(self)
 
 
-def _rebuild(data, dtype_name, requires_grad):
+def _rebuild(data, dtype_name, requires_grad, device="cpu"):
     """Unpickle a tensor. The arguments come from a pickle, so nothing is trusted: the
     array must be an ndarray of exactly the named lucid dtype."""
     if type(data) is not np.ndarray:
@@ -680,6 +729,8 @@ def _rebuild(data, dtype_name, requires_grad):
         raise UnsupportedDTypeError(
             f"_rebuild(): the array has dtype {data.dtype}, but the pickle says {dt}")
     cdef Tensor t = _wrap(data, dt)
+    if _check_device(device):
+        t = to_device(t, True)
     if requires_grad:
         t._set_requires_grad(True)
     return t
@@ -732,7 +783,7 @@ cdef cnp.ndarray _array_from_data(object data, DType dt):
     cdef cnp.ndarray a
     if isinstance(data, Tensor):
         _check_storage(<Tensor>data, "data")
-        a = (<Tensor>data)._data
+        a = _values(<Tensor>data)
         return a.astype(dt.numpy_dtype if dt is not None else a.dtype, copy=True)
     if isinstance(data, (str, bytes)) or data is None:
         raise TypeError(f"lucid.tensor() needs numeric data, got {type(data).__name__}")
@@ -819,7 +870,7 @@ cdef object _tensors_to_nested(object seq, int depth=0):
     for item in seq:
         if isinstance(item, Tensor):
             _check_storage(<Tensor>item, "an element")
-            out.append((<Tensor>item)._data)
+            out.append(_values(<Tensor>item))
         elif isinstance(item, (list, tuple)):
             out.append(_tensors_to_nested(item, depth + 1))
         else:
@@ -834,10 +885,12 @@ def tensor(data, dtype=None, device="cpu", requires_grad=False):
     The dtype defaults to float32 for float data, int64 for int data, bool for
     bool data; a NumPy array keeps its dtype.
     """
-    _check_device(device)
+    cdef bint gpu = _check_device(device)
     cdef DType dt = as_dtype(dtype) if dtype is not None else None
     cdef Tensor t = _wrap(_array_from_data(data, dt), None)
     t._dtype = _dtype_of_array(t._data)
+    if gpu:
+        t = to_device(t, True)
     if requires_grad:
         t._set_requires_grad(True)
     return t
@@ -849,20 +902,202 @@ def from_numpy(cnp.ndarray a not None):
     return t
 
 
-cdef void _check_device(object dev) except *:
-    if dev is not None and not (isinstance(dev, str) and dev == "cpu") and dev is not _CPU:
-        device(dev)
+cdef bint _check_device(object dev) except -1:
+    """Whether ``dev`` (None: the CPU) names the gpu; raises for anything else."""
+    if dev is None or dev is _CPU or (isinstance(dev, str) and dev == "cpu"):
+        return False
+    return device(dev) is _GPU
 
 
 cdef Tensor _as_tensor(object x):
-    """Tensors pass through; numbers, lists and ndarrays become (copied) tensors."""
+    """Tensors pass through; numbers, lists and ndarrays become (copied) tensors.
+    A gpu tensor is refused: the caller is a CPU-only op (gpu-aware ones use
+    _as_tensor_dev)."""
     if isinstance(x, Tensor):
         if (<Tensor>x)._data is _NO_STORAGE:
             _check_storage(<Tensor>x, "the input")
+        if (<Tensor>x)._mx is not None:
+            raise _cpu_only(None)
         return <Tensor>x
     if isinstance(x, (bool, int, float, list, tuple, np.ndarray, np.generic)):
         return tensor(x)
     raise TypeError(f"expected a lucid Tensor (or numeric data), got {type(x).__name__}")
+
+
+cdef inline cnp.ndarray _values(Tensor t):
+    return t._data if t._mx is None else _host(t)
+
+
+cdef bint _is_dtype_name(str s):
+    return s in _DTYPE_NAMES or s in ("float", "double", "half", "long", "int", "bool")
+
+
+cdef Tensor _as_tensor_dev(object x):
+    """_as_tensor for ops that run on both devices."""
+    if isinstance(x, Tensor) and (<Tensor>x)._mx is not None:
+        return <Tensor>x
+    return _as_tensor(x)
+
+
+cdef object _cpu_only(str op):
+    what = f"lucid.{op}" if op else "this op"
+    return LucidError(f"{what} does not run on the gpu device; move its inputs with .cpu() "
+                      "(and the result back with .gpu())")
+
+
+# -- the gpu device: tensors holding MLX arrays --------------------------------------
+# A gpu tensor keeps its values in ``_mx`` (an mlx.core array, lazy until evaluated)
+# and, in ``_data``, a read-only zero-strided array of the same shape and dtype that
+# holds no memory: shape, dtype and the autograd bookkeeping (node setups, dims
+# normalisation) read it as for a CPU tensor. Values never come from it: every op
+# that computes reaches the tensor through prepare(), _as_tensor() or the dispatcher,
+# which hand gpu tensors to MLX or refuse them.
+
+cdef object _mlx_core = None      # mlx.core, imported on first use
+cdef dict _MX_DTYPE = {}          # lucid dtype code -> mlx dtype
+cdef dict _DT_OF_MX = {}          # mlx dtype -> lucid DType
+
+
+cdef object mlx():
+    """mlx.core, set up for lucid's gpu device on first use (or a clear error)."""
+    global _mlx_core
+    if _mlx_core is not None:
+        return _mlx_core
+    try:
+        import mlx.core as m
+    except ImportError:
+        raise LucidError(
+            "the gpu device needs MLX: pip install 'lucid[gpu]' (MLX on macOS; on Linux "
+            "'mlx[cuda]' for an NVIDIA GPU, or 'mlx[cpu]' with LUCID_MLX_DEVICE=cpu to run "
+            "the gpu path on MLX's CPU stream)") from None
+    want = os.environ.get("LUCID_MLX_DEVICE", "gpu").strip().lower() or "gpu"
+    if want == "cpu":
+        m.set_default_device(m.cpu)
+    elif want == "gpu":
+        if not m.is_available(m.gpu):
+            raise LucidError(
+                "no GPU: MLX is installed but finds no Metal or CUDA device. Set "
+                "LUCID_MLX_DEVICE=cpu to run lucid's gpu path on MLX's CPU stream.")
+        m.set_default_device(m.gpu)
+    else:
+        raise ValueError(f"LUCID_MLX_DEVICE={want!r}: expected 'gpu' or 'cpu'")
+    for dt, mdt in ((bool_, m.bool_), (int32, m.int32), (int64, m.int64),
+                    (float16, m.float16), (float32, m.float32), (float64, m.float64)):
+        _MX_DTYPE[dt.code] = mdt
+        _DT_OF_MX[mdt] = dt
+    _mlx_core = m
+    return m
+
+
+def gpu_available():
+    """Whether ``device="gpu"`` works here: MLX is installed and has a Metal or CUDA
+    device, or LUCID_MLX_DEVICE=cpu puts the gpu path on MLX's CPU stream."""
+    try:
+        mlx()
+    except (LucidError, ValueError):
+        return False
+    return True
+
+
+cdef bint _mx_on_metal():
+    m = mlx()
+    return m.default_device() == m.gpu and m.metal.is_available()
+
+
+cdef object mx_dtype(DType dt):
+    m = mlx()
+    if dt is float64 and _mx_on_metal():
+        raise UnsupportedDTypeError(
+            "float64 is not available on the gpu device (Metal has no float64); use "
+            "float32 there, or keep float64 tensors on the cpu")
+    return _MX_DTYPE[dt.code]
+
+
+cdef char _NOBUF[16]              # what the shape-only arrays of gpu tensors point at
+
+cdef extern from "numpy/arrayobject.h":
+    object _new_from_descr "PyArray_NewFromDescr" (
+        void *subtype, void *descr, int nd, cnp.npy_intp *dims, cnp.npy_intp *strides,
+        void *data, int flags, void *obj)
+
+
+cdef cnp.ndarray _shape_only(object shape, DType dt):
+    cdef int nd = len(shape), i
+    cdef cnp.npy_intp dims[64]
+    cdef cnp.npy_intp strides[64]
+    if nd > 64:
+        raise ValueError(f"a tensor has at most 64 dimensions, got {nd}")
+    for i in range(nd):
+        dims[i] = shape[i]
+        strides[i] = 0
+    cdef cnp.dtype d = dt.numpy_dtype
+    Py_INCREF(d)                  # PyArray_NewFromDescr steals the reference
+    return <cnp.ndarray>_new_from_descr(<void *>np.ndarray, <void *>d, nd, dims, strides,
+                                        <void *>_NOBUF, 0, NULL)
+
+
+cdef Tensor _wrap_mx(object arr, DType dt):
+    """A new gpu tensor around the MLX array ``arr`` (whose dtype is ``dt``'s)."""
+    cdef Tensor t = Tensor.__new__(Tensor)
+    t._data = _shape_only(arr.shape, dt)
+    t._dtype = dt
+    t._mx = arr
+    return t
+
+
+cdef object _mx_of(object v, DType dt):
+    """An operand for MLX: a gpu tensor's array (cast to ``dt``) or a scalar as a 0-d
+    array of ``dt``, so that MLX never promotes by its own rules."""
+    m = mlx()
+    if isinstance(v, Tensor):
+        a = (<Tensor>v)._mx
+        if a is None:
+            raise _device_mismatch(None, v)
+        return a if (<Tensor>v)._dtype is dt else a.astype(mx_dtype(dt))
+    return m.array(v, dtype=mx_dtype(dt))
+
+
+cdef object _device_mismatch(str op, object cpu_tensor):
+    what = f"lucid.{op}()" if op else "an op"
+    return LucidError(
+        f"Expected all tensors to be on the same device, but {what} got tensors on gpu "
+        f"and cpu; move one with .gpu() or .cpu()")
+
+
+cdef cnp.ndarray _host(Tensor t):
+    """A gpu tensor's values as an ndarray (evaluates; no copy where MLX's buffer allows)."""
+    m = mlx()
+    a = t._mx
+    m.eval(a)
+    return np.asarray(a)
+
+
+cdef Tensor to_device(Tensor x, bint gpu):
+    """``x`` on the cpu or the gpu: one copy to the gpu, none back where MLX's buffer
+    protocol allows it. Recorded (the gradient goes back to x's device)."""
+    if (x._mx is not None) == gpu:
+        return x
+    cdef Tensor y
+    if gpu:
+        y = _wrap_mx(mlx().array(x._data, dtype=mx_dtype(x._dtype)), x._dtype)
+    else:
+        y = _wrap(_host(x), x._dtype)
+    cdef ToBackward node
+    if lucid_grad_enabled and x._requires_grad:
+        node = ToBackward.__new__(ToBackward)
+        node._src = x._dtype
+        node._src_gpu = x._mx is not None
+        node._next = (_edge(x),)
+        _set_history(y, node)
+    return y
+
+
+def eval_tensors(*tensors):
+    """Evaluate gpu tensors' pending MLX computations (cpu tensors are always ready)."""
+    arrs = [(<Tensor>t)._mx for t in tensors
+            if isinstance(t, Tensor) and (<Tensor>t)._mx is not None]
+    if arrs:
+        mlx().eval(*arrs)
 
 
 # Autograd: backward nodes, saved tensors, and the engine.
@@ -912,7 +1147,8 @@ cdef class Node:
 
     cdef tuple _eager(self, cnp.ndarray g):
         cdef tuple res = self._graph(_wrap(g, _dtype_of_array(g)))
-        return tuple(None if r is None else (<Tensor>r)._data if isinstance(r, Tensor)
+        return tuple(None if r is None else
+                     ((<Tensor>r)._data if (<Tensor>r)._mx is None else r) if isinstance(r, Tensor)
                      else _as_ndarray(r) for r in res)
 
     cdef tuple _graph(self, Tensor g):
@@ -976,6 +1212,7 @@ cdef class SavedTensor:
         if not self._is_output:
             return self._tensor
         cdef Tensor t = _wrap(self._data, self._dtype)
+        t._mx = self._mx
         t._vc = self._vc
         t._grad_fn = owner
         t._requires_grad = True
@@ -985,6 +1222,7 @@ cdef class SavedTensor:
         self._released = True
         self._tensor = None
         self._data = None
+        self._mx = None
 
 
 cdef SavedTensor _save(Tensor t, bint is_output):
@@ -995,6 +1233,7 @@ cdef SavedTensor _save(Tensor t, bint is_output):
     s._dtype = t._dtype
     if is_output:
         s._data = t._data
+        s._mx = t._mx
     else:
         s._tensor = t
     return s
@@ -1063,9 +1302,13 @@ cdef object _root_grad(Tensor t, object g, bint create_graph, Py_ssize_t i):
             raise LucidError(
                 "grad can be implicitly created only for scalar outputs; pass gradient= "
                 f"(output {i} has shape {_shp(t._data)})")
+        if t._mx is not None:
+            return _wrap_mx(mlx().ones(_shp(t._data), dtype=t._mx.dtype), t._dtype)
         arr = np.ones(_shp(t._data), dtype=t._dtype.numpy_dtype)
         return _wrap(arr, t._dtype) if create_graph else arr
-    tg = _as_tensor(g)
+    tg = _as_tensor_dev(g)
+    if (tg._mx is None) != (t._mx is None):
+        raise LucidError(f"grad_output[{i}] is on {tg.device} but output[{i}] is on {t.device}")
     if _shp(tg._data) != _shp(t._data):
         raise ShapeError(
             f"Mismatch in shape: grad_output[{i}] has a shape of {_shp(tg._data)} and "
@@ -1074,9 +1317,9 @@ cdef object _root_grad(Tensor t, object g, bint create_graph, Py_ssize_t i):
         if not tg._dtype.is_floating_point:
             raise UnsupportedDTypeError(
                 f"grad_output[{i}] has dtype {tg._dtype}; a floating point gradient is needed")
-        tg = to_dtype(tg, t._dtype, False) if create_graph else _wrap(
+        tg = to_dtype(tg, t._dtype, False) if create_graph or tg._mx is not None else _wrap(
             tg._data.astype(t._dtype.numpy_dtype), t._dtype)
-    return tg if create_graph else _contig(tg._data)
+    return tg if create_graph or tg._mx is not None else _contig(tg._data)
 
 
 cdef list _topo_order(list roots):
@@ -1109,7 +1352,7 @@ cdef list _topo_order(list roots):
 
 
 cdef inline object _sum_grads(object a, object b, bint create_graph):
-    if create_graph:
+    if create_graph or isinstance(a, Tensor):
         return dispatch_binary(_operator_schema(_OP_ADD), a, b, 1)
     return _as_ndarray(np.add(a, b))
 
@@ -1175,6 +1418,8 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
                     break
 
     cdef dict hooked = {}          # id(leaf with hooks) -> (leaf, summed gradient)
+    cdef list on_gpu = []          # leaf gradients on the gpu, evaluated at the end
+    cdef bint tm
     cdef int prev_mode = lucid_grad_enabled
     global lucid_grad_enabled
     lucid_grad_enabled = 1 if create_graph else 0
@@ -1202,13 +1447,18 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
                         captured[i] = g if captured[i] is None else _sum_grads(captured[i], g, create_graph)
                 else:
                     _accumulate(t, g, create_graph)
+                    if (<Tensor>t._grad)._mx is not None:
+                        on_gpu.append((<Tensor>t._grad)._mx)
                 continue
             if node._released:
                 raise LucidError(
                     f"Trying to backward through {type(node).__name__} a second time: its graph was "
                     "freed by an earlier backward. Pass retain_graph=True to the first "
                     ".backward() (or autograd.grad) to backward through the graph again.")
-            grads = node._graph(<Tensor>g) if create_graph else node._eager(<cnp.ndarray>g)
+            # Tensors flow in graph mode and on the gpu (whose nodes run their graph-mode
+            # formulas with MLX ops); ndarrays go to the CPU's fused eager kernels.
+            tm = create_graph or type(g) is not cnp.ndarray
+            grads = node._graph(<Tensor>g) if tm else node._eager(<cnp.ndarray>g)
             if not keep_graph:
                 node._release()
             for i in range(len(node._next)):
@@ -1216,7 +1466,7 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
                 gi = grads[i]
                 if child is None or gi is None:
                     continue
-                if not create_graph and type(gi) is not cnp.ndarray:
+                if not tm and type(gi) is not cnp.ndarray and not isinstance(gi, Tensor):
                     gi = _as_ndarray(gi)       # NumPy hands back scalars from 0-d arithmetic
                 if capture and child not in needed and child not in node_slot:
                     continue
@@ -1231,8 +1481,12 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
                     captured[i] = g if captured[i] is None else _sum_grads(captured[i], g, create_graph)
             else:
                 _accumulate(t, g, create_graph)
+                if (<Tensor>t._grad)._mx is not None:
+                    on_gpu.append((<Tensor>t._grad)._mx)
     finally:
         lucid_grad_enabled = prev_mode
+    if on_gpu:       # the lazy graph ends here: one MLX evaluation for every leaf gradient
+        mlx().eval(*on_gpu)
 
     if not capture:
         return None
@@ -1246,7 +1500,7 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
                     f"One of the differentiated Tensors (inputs[{i}]) appears to not have been "
                     "used in the graph. Set allow_unused=True if this is the desired behavior.")
             result.append(None)
-        elif create_graph:
+        elif create_graph or isinstance(g, Tensor):
             result.append(g)
         else:
             arr = <cnp.ndarray>g
@@ -1258,14 +1512,24 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
     return tuple(result)
 
 
+cdef Tensor _own(Tensor g):
+    """A gradient a leaf may keep: a gpu array is immutable and can be shared; a CPU
+    array may be shared between inputs (AddBackward), so it is copied."""
+    if g._mx is not None:
+        return _wrap_mx(g._mx, g._dtype)
+    return _wrap(np.array(g._data, copy=True, order="C"), g._dtype)
+
+
 cdef void _accumulate(Tensor leaf, object g, bint create_graph) except *:
     """Add a gradient into ``leaf.grad``: in place when nothing records, else out of place."""
     cdef Tensor old = leaf._grad
     cdef cnp.ndarray arr
-    if create_graph:
+    if isinstance(g, Tensor):          # graph mode, or a gpu gradient
         gt = <Tensor>g
         if gt._dtype is not leaf._dtype:
             gt = to_dtype(gt, leaf._dtype, False)
+        if not create_graph:
+            gt = _own(gt)
         leaf._grad = gt if old is None else ops.add(old, gt)
         return
     arr = <cnp.ndarray>g
@@ -1419,15 +1683,19 @@ def are_deterministic_algorithms_enabled():
 cdef Tensor prepare(OpSchema s, object input):
     """The dispatcher's common front for one tensor input: validate it, apply the
     schema's integer rule and AMP policy. Returns the tensor the kernel computes on."""
-    cdef Tensor x = <Tensor>input if type(input) is Tensor else _as_tensor(input)
+    cdef Tensor x = <Tensor>input if type(input) is Tensor else _as_tensor_dev(input)
     if x._data is _NO_STORAGE:
         _check_storage(x, f"{s.name}()'s input")
+    if x._mx is not None and s.gpu is None:
+        raise _cpu_only(s.name)
     cdef int code = x._dtype.code
     if _deterministic_only and not s.deterministic:
         raise LucidError(f"{s.name} has no deterministic implementation, and "
                          "lucid.use_deterministic_algorithms(True) is on")
     if code < DT_FLOAT16:
         if s._int_rule == INT_TO_FLOAT:
+            if x._mx is not None:
+                return to_dtype(x, float32, False)
             return _wrap(x._data.astype(np.float32), float32)   # integers never need grad
         if s._int_rule == INT_REJECT:
             raise UnsupportedDTypeError(f"{s.name}() needs a floating point input, got {x._dtype}")
@@ -1461,6 +1729,8 @@ cdef Node record(OpSchema s, Tensor out, tuple inputs, object params):
 cdef Tensor dispatch_unary(OpSchema s, object input, object params):
     """Every op of one tensor whose family gives a run1 kernel: prepare, run, record."""
     cdef Tensor x = prepare(s, input)
+    if x._mx is not None:
+        return _gpu_unary(s, x, params)
     cdef cnp.ndarray r = _as_ndarray(s.cpu.run1(x._data, params))
     cdef Tensor y = _wrap(r, x._dtype if cnp.PyArray_TYPE(r) == x._dtype.typenum
                           else _dtype_of_array(r))
@@ -1514,6 +1784,8 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
     cdef DType dt = <DType>_DTYPES[code]
     # Half results are computed in float32 and rounded once, as PyTorch's CPU kernels do:
     # an operand cast to float16 first could overflow (0 * int32(65520) is 0, not nan).
+    if (ta is not None and ta._mx is not None) or (tb is not None and tb._mx is not None):
+        return _gpu_binary(s, ta, sa, tb, sb, dt, params)
     cdef DType cdt = float32 if code == DT_FLOAT16 and s.node is not None else dt
     try:
         oa = _operand(ta, sa, cdt)
@@ -1535,6 +1807,38 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
     if cnp.PyArray_TYPE(arr) != dt.typenum:
         arr = _store(arr, dt)
     out = _wrap(arr, dt)
+    if lucid_grad_enabled and ((ta is not None and ta._requires_grad) or
+                               (tb is not None and tb._requires_grad)):
+        record(s, out, (ta if ta is not None else sa, tb if tb is not None else sb), params)
+    return out
+
+
+cdef Tensor _gpu_unary(OpSchema s, Tensor x, object params):
+    """dispatch_unary's gpu step: the schema's MLX kernel, then the same node."""
+    r = s.gpu(x._mx, params)
+    cdef DType dt = x._dtype if r.dtype == x._mx.dtype else <DType>_DT_OF_MX[r.dtype]
+    cdef Tensor y = _wrap_mx(r, dt)
+    if lucid_grad_enabled and x._requires_grad and s.node is not None:
+        record(s, y, (x,), params)
+    return y
+
+
+cdef Tensor _gpu_binary(OpSchema s, Tensor ta, object sa, Tensor tb, object sb, DType dt,
+                        object params):
+    """dispatch_binary's gpu step: both tensors on the gpu (scalars become 0-d arrays of
+    the result dtype, so MLX computes in lucid's promoted dtype), the schema's MLX
+    kernel, then the same node."""
+    if (ta is not None and ta._mx is None) or (tb is not None and tb._mx is None):
+        raise _device_mismatch(s.name, None)
+    if s.gpu is None:
+        raise _cpu_only(s.name)
+    r = s.gpu(_mx_of(ta if ta is not None else sa, dt), _mx_of(tb if tb is not None else sb, dt),
+              params)
+    if s.node is None:                 # comparisons and predicates: the kernel's dtype
+        return _wrap_mx(r, <DType>_DT_OF_MX[r.dtype])
+    if r.dtype != _MX_DTYPE[dt.code]:
+        r = r.astype(_MX_DTYPE[dt.code])
+    cdef Tensor out = _wrap_mx(r, dt)
     if lucid_grad_enabled and ((ta is not None and ta._requires_grad) or
                                (tb is not None and tb._requires_grad)):
         record(s, out, (ta if ta is not None else sa, tb if tb is not None else sb), params)
@@ -1738,23 +2042,30 @@ cdef OpSchema _CLONE_SCHEMA = _register("clone", "KeepInput")
 
 
 cdef class ToBackward(Node):
-    """Backward of a dtype cast: cast the gradient back to the source dtype."""
+    """Backward of a dtype cast or a device move: the gradient goes back to the source
+    dtype and device."""
     schema_v1 = _TO_SCHEMA
     cdef DType _src
+    cdef bint _src_gpu
 
     def grad_formula_impl(self, g):
-        return to_dtype(g, self._src, False)
+        return to_dtype(to_device(g, self._src_gpu), self._src, False)
 
 
 cdef Tensor to_dtype(Tensor x, DType dt, bint copy):
     """``x`` converted to ``dt`` (differentiable between floating dtypes)."""
     if x._dtype is dt and not copy:
         return x
-    cdef Tensor y = _wrap(_to_half(x._data) if dt is float16 else x._data.astype(dt.numpy_dtype), dt)
+    cdef Tensor y
+    if x._mx is not None:
+        y = _wrap_mx(x._mx.astype(mx_dtype(dt)), dt)
+    else:
+        y = _wrap(_to_half(x._data) if dt is float16 else x._data.astype(dt.numpy_dtype), dt)
     cdef ToBackward node
     if lucid_grad_enabled and x._requires_grad and dt.is_floating_point:
         node = ToBackward.__new__(ToBackward)
         node._src = x._dtype
+        node._src_gpu = x._mx is not None
         node._next = (_edge(x),)
         _set_history(y, node)
     return y
@@ -1770,8 +2081,12 @@ cdef class CloneBackward(Node):
 
 def clone(input):
     """A copy of ``input`` with its own memory (differentiable)."""
-    cdef Tensor x = _as_tensor(input)
-    cdef Tensor y = _wrap(np.array(x._data, copy=True, order="C"), x._dtype)
+    cdef Tensor x = _as_tensor_dev(input)
+    cdef Tensor y
+    if x._mx is not None:       # MLX arrays are immutable: a new tensor is a copy
+        y = _wrap_mx(x._mx, x._dtype)
+    else:
+        y = _wrap(np.array(x._data, copy=True, order="C"), x._dtype)
     cdef CloneBackward node
     if lucid_grad_enabled and x._requires_grad:
         node = CloneBackward.__new__(CloneBackward)
@@ -2129,7 +2444,8 @@ def _retains_grad(Tensor self):
 cdef object _run_hooks(list entry, object g, bint create_graph):
     """Run a tensor's hooks on its gradient (an ndarray in eager mode, a Tensor in graph
     mode); then, for a retained non-leaf, store the gradient in ``.grad``."""
-    cdef Tensor gt = <Tensor>g if create_graph else _wrap(<cnp.ndarray>g, _dtype_of_array(<cnp.ndarray>g))
+    cdef bint tm = isinstance(g, Tensor)      # graph mode, or gpu gradients
+    cdef Tensor gt = <Tensor>g if tm else _wrap(<cnp.ndarray>g, _dtype_of_array(<cnp.ndarray>g))
     cdef Tensor kept
     for h in list(entry[1]):
         r = h(gt)
@@ -2140,9 +2456,9 @@ cdef object _run_hooks(list entry, object g, bint create_graph):
     if len(entry) > 2 and entry[2] is not None:
         kept = entry[2]()
         if kept is not None:
-            add = gt if create_graph else _wrap(np.array(gt._data, copy=True), gt._dtype)
+            add = gt if create_graph else _own(gt)
             kept._grad = add if kept._grad is None else ops.add(kept._grad, add)
-    return gt if create_graph else _contig(gt._data)
+    return gt if tm else _contig(gt._data)
 
 
 _add_tensor_method("register_hook", _register_hook)

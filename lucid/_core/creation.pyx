@@ -68,8 +68,11 @@ def initial_seed():
 
 
 cdef Tensor _finish(cnp.ndarray a, DType dt, object requires_grad, object dev):
-    _check_device(dev)
+    """The new tensor on its device: made on the CPU, one copy to the gpu (so that
+    random tensors hold the same values on both devices for one seed)."""
     cdef Tensor t = _wrap(a, dt)
+    if _check_device(dev):
+        t = to_device(t, True)
     if requires_grad:
         t._set_requires_grad(True)
     return t
@@ -139,27 +142,31 @@ def full(size, fill_value, *, dtype=None, device="cpu", requires_grad=False):
     return _finish(np.full(shape, fill_value, dtype=dt.numpy_dtype), dt, requires_grad, device)
 
 
-def zeros_like(input, *, dtype=None, device="cpu", requires_grad=False):
-    cdef Tensor x = _as_tensor(input)
+def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
+    cdef Tensor x = _as_tensor_dev(input)
     cdef DType dt = _dt_or(dtype, x._dtype)
+    device = x.device if device is None else device
     return _finish(np.zeros(_shp(x._data), dtype=dt.numpy_dtype), dt, requires_grad, device)
 
 
-def ones_like(input, *, dtype=None, device="cpu", requires_grad=False):
-    cdef Tensor x = _as_tensor(input)
+def ones_like(input, *, dtype=None, device=None, requires_grad=False):
+    cdef Tensor x = _as_tensor_dev(input)
     cdef DType dt = _dt_or(dtype, x._dtype)
+    device = x.device if device is None else device
     return _finish(np.ones(_shp(x._data), dtype=dt.numpy_dtype), dt, requires_grad, device)
 
 
-def empty_like(input, *, dtype=None, device="cpu", requires_grad=False):
-    cdef Tensor x = _as_tensor(input)
+def empty_like(input, *, dtype=None, device=None, requires_grad=False):
+    cdef Tensor x = _as_tensor_dev(input)
     cdef DType dt = _dt_or(dtype, x._dtype)
+    device = x.device if device is None else device
     return _finish(np.empty(_shp(x._data), dtype=dt.numpy_dtype), dt, requires_grad, device)
 
 
-def full_like(input, fill_value, *, dtype=None, device="cpu", requires_grad=False):
-    cdef Tensor x = _as_tensor(input)
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):
+    cdef Tensor x = _as_tensor_dev(input)
     cdef DType dt = _dt_or(dtype, x._dtype)
+    device = x.device if device is None else device
     fill_value = _fill_value(fill_value, dt, "full_like")
     return _finish(np.full(_shp(x._data), fill_value, dtype=dt.numpy_dtype), dt,
                    requires_grad, device)

@@ -31,6 +31,9 @@ UNARY fields
   torch     the torch function name, or None
   py_name   optional name of the generated function when a hand-written wrapper
             with extra arguments owns the public name (gelu's approximate=)
+  mlx       the gpu kernel: an expression in ``x`` over ``mx`` (mlx.core) and the
+            helpers of lucid/_core/gpu.py; default ``mx.<name>(x)``. Where MLX has no
+            function of the op's name it is composed from MLX primitives (MLX_UNARY)
   ints      how integer inputs are computed, as PyTorch: None (the default) computes
             int32/int64/bool as float32 (exp, sin, ...); a pair (NumPy expression in
             x for int32/int64, NumPy expression for bool or None when PyTorch refuses
@@ -49,9 +52,37 @@ _INV_SQRT_2PI = "0.3989422804014327"  # 1 / sqrt(2 pi)
 _INV_SQRT2 = "0.7071067811865476"
 
 
+# The gpu kernels of the UNARY rows that MLX has no function of the same name for:
+# compositions of MLX primitives. _inf0(x, y) is y except at +-inf, where it is the
+# limit PyTorch gives (x * 0 -> -0 at -inf, x at +inf); _ints(f, x) leaves integer
+# inputs unchanged (floor, ...). Accuracy against the CPU kernels: tests/test_gpu.py.
+MLX_UNARY = {
+    "exp2": "mx.power(mx.array(2, x.dtype), x)",
+    "cbrt": "mx.sign(x) * mx.power(mx.abs(x), mx.array(1 / 3, x.dtype))",
+    "asin": "mx.arcsin(x)", "acos": "mx.arccos(x)", "atan": "mx.arctan(x)",
+    "asinh": "mx.arcsinh(x)", "acosh": "mx.arccosh(x)", "atanh": "mx.arctanh(x)",
+    "erfc": "1 - mx.erf(x)",
+    "softplus": "mx.logaddexp(x, 0)",
+    "gelu": f"_inf0(x, x * 0.5 * (1 + mx.erf(x * {_INV_SQRT2})))",
+    "silu": "_inf0(x, x * mx.sigmoid(x))",
+    "relu": "mx.maximum(x, 0)",
+    "relu6": "mx.minimum(mx.maximum(x, 0), 6)",
+    "selu": "1.0507009873554805 * mx.where(x > 0, x, 1.6732632423543772 * mx.expm1(x))",
+    "mish": "_inf0(x, x * mx.tanh(mx.logaddexp(x, 0)))",
+    "hardsigmoid": "mx.clip(x / 6 + 0.5, 0, 1)",
+    "hardswish": "_inf0(x, x * mx.clip(x / 6 + 0.5, 0, 1))",
+    "gelu_tanh": "_inf0(x, 0.5 * x * (1 + mx.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))))",
+    "softsign": "mx.where(mx.isinf(x), mx.sign(x), x / (1 + mx.abs(x)))",
+    "sign": "mx.sign(x)",
+    "floor": "_ints(mx.floor, x)", "ceil": "_ints(mx.ceil, x)",
+    "round": "_ints(mx.round, x)", "trunc": "_ints(mx.trunc, x)",
+}
+
+
 def _row(name, amp, saves, c, c_grad, grad, doc, torch=None, py_name=None, ints=None):
     return dict(name=name, amp=amp, saves=saves, c=c, c_grad=c_grad, grad=grad, doc=doc,
-                torch=name if torch is None else (torch or None), py_name=py_name, ints=ints)
+                torch=name if torch is None else (torch or None), py_name=py_name, ints=ints,
+                mlx=MLX_UNARY.get(name, f"mx.{name}(x)"))
 
 
 _INT_COPY = ("x.copy()", None)      # rounding an integer changes nothing; bool is refused
@@ -234,10 +265,23 @@ ACCELERATE = {
 #   doc       the docstring
 # =====================================================================================
 
+# The gpu kernels of the BINARY rows (``mlx``: an expression in a, b and the op's
+# parameter p; default ``mx.<ufunc>(a, b)``).
+MLX_BINARY = {
+    "add": "mx.add(a, b) if p == 1 else a + b * p",
+    "sub": "mx.subtract(a, b) if p == 1 else a - b * p",
+    "div": "mx.divide(a, b)",
+    "hypot": "mx.sqrt(a * a + b * b)",
+    # C's fmod from Python's remainder: where the signs differ, step back by b.
+    "fmod": "_fmod(a, b)",
+}
+
+
 def _bin(name, ufunc, grad_a, grad_b, doc, c=False, amp="Promote", int_rule="keep",
          method=True, torch=None):
     return dict(name=name, amp=amp, ufunc=ufunc, c=c, grad_a=grad_a, grad_b=grad_b,
-                int_rule=int_rule, method=method, torch=torch or name, doc=doc)
+                int_rule=int_rule, method=method, torch=torch or name, doc=doc,
+                mlx=MLX_BINARY.get(name, f"mx.{ufunc}(a, b)"))
 
 
 BINARY = [
@@ -275,7 +319,8 @@ BINARY = [
 # =====================================================================================
 
 def _cmp(name, ufunc, arity, doc, method=True):
-    return dict(name=name, ufunc=ufunc, arity=arity, doc=doc, method=method)
+    return dict(name=name, ufunc=ufunc, arity=arity, doc=doc, method=method,
+                mlx=f"mx.{ufunc}(a, b)" if arity == 2 else f"mx.{ufunc}(x)")
 
 
 COMPARE = [

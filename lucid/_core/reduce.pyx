@@ -145,7 +145,7 @@ cdef class ReduceBackward(Node):
     cdef tuple _graph(self, Tensor g):
         x = self._saved_x.unpack(self) if self._saved_x is not None else None
         y = self._saved_y.unpack(self) if self._saved_y is not None else None
-        return (to_dtype(_as_tensor(self.grad_formula_impl(g, x, y)), self._in_dtype, False),)
+        return (to_dtype(_as_tensor_dev(self.grad_formula_impl(g, x, y)), self._in_dtype, False),)
 
     cdef object _k(self, object a):
         """An output-shaped array/tensor with the reduced axes put back (size 1)."""

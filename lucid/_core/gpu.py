@@ -1,0 +1,55 @@
+"""The gpu device's kernels for the table-driven families.
+
+Each row of ``optable.UNARY``, ``BINARY`` and ``COMPARE`` names its MLX kernel (the
+``mlx`` column, an expression over ``mx`` = mlx.core). This module compiles those
+expressions into functions of MLX arrays and attaches them to the rows' schemas as
+``schema.gpu``; core's dispatcher calls ``schema.gpu`` for gpu tensors. mlx.core is
+imported when a gpu kernel first runs, so lucid imports without MLX.
+"""
+from lucid._core import core, optable
+
+
+def _namespace():
+    import mlx.core as mx
+
+    def _inf0(x, y):
+        # x * f(x) with f(-inf) = 0 and f(+inf) = 1: PyTorch gives -0 and +inf there.
+        return mx.where(mx.isinf(x), mx.where(x > 0, x, mx.zeros_like(x) * -1), y)
+
+    def _ints(f, x):
+        return f(x) if mx.issubdtype(x.dtype, mx.floating) else x
+
+    def _fmod(a, b):
+        r = mx.remainder(a, b)
+        return mx.where((r != 0) & ((r < 0) != (a < 0)), r - b, r)
+
+    return {"mx": mx, "_inf0": _inf0, "_ints": _ints, "_fmod": _fmod}
+
+
+class _Lazy:
+    """A row's kernel before mlx.core is imported: compiles itself on the first call
+    and puts the compiled function in its schema's place."""
+    __slots__ = ("schema", "args", "expr")
+
+    def __init__(self, schema, args, expr):
+        self.schema, self.args, self.expr = schema, args, expr
+
+    def __call__(self, *a):
+        fn = eval(f"lambda {self.args}: {self.expr}", _namespace())   # our own table text
+        fn.__name__ = f"{self.schema.name}_mlx"
+        self.schema.gpu = fn
+        return fn(*a)
+
+
+def _attach(name, args, expr):
+    s = core.schema(name)
+    s.gpu = _Lazy(s, args, expr)
+
+
+for _r in optable.UNARY:
+    _attach(_r["name"], "x, p", _r["mlx"])
+for _r in optable.BINARY:
+    _attach(_r["name"], "a, b, p", _r["mlx"])
+for _r in optable.COMPARE:
+    _attach(_r["name"], "a, b, p" if _r["arity"] == 2 else "x, p", _r["mlx"])
+_attach("neg", "x, p", "mx.negative(x)")
