@@ -1092,6 +1092,21 @@ cdef Tensor to_device(Tensor x, bint gpu):
     return y
 
 
+def _assign_(Tensor dst not None, Tensor src not None):
+    """Give the gpu tensor ``dst`` the values of ``src`` (same shape; cast to dst's
+    dtype) and bump its version counter; records nothing. MLX arrays are immutable,
+    so an in-place update on the gpu replaces the tensor's array (the optimizers'
+    gpu step)."""
+    if dst._mx is None or src._mx is None:
+        raise LucidError("_assign_ takes two gpu tensors")
+    if _shp(src._data) != _shp(dst._data):
+        raise ShapeError(f"_assign_: shape {_shp(src._data)} into {_shp(dst._data)}")
+    a = src._mx
+    dst._mx = a if src._dtype is dst._dtype else a.astype(mx_dtype(dst._dtype))
+    dst._bump()
+    return dst
+
+
 def eval_tensors(*tensors):
     """Evaluate gpu tensors' pending MLX computations (cpu tensors are always ready)."""
     arrs = [(<Tensor>t)._mx for t in tensors

@@ -244,7 +244,8 @@ class Module:
             else:
                 device = a
         if device is not None:
-            lucid.device(device)  # validates; lucid's CPU path is the only one modules use
+            device = lucid.device(device)
+            self._apply_tensors(lambda t: t.to(device))
         if dtype is not None:
             dtype = lucid.DType(dtype) if not isinstance(dtype, lucid.DType) else dtype
             if not dtype.is_floating_point:
@@ -262,7 +263,12 @@ class Module:
         return self.to(lucid.float64)
 
     def cpu(self):
-        return self
+        return self.to("cpu")
+
+    def gpu(self):
+        """Move the parameters and buffers to the gpu device (new Parameter objects:
+        build optimizers afterwards)."""
+        return self.to("gpu")
 
     # -- state dicts ---------------------------------------------------------------
     def state_dict(self, destination=None, prefix="", keep_vars=False):

@@ -14,10 +14,13 @@ class Parameter(lucid.Tensor):
     def __init__(self, data=None, requires_grad=True):
         if data is None:
             data = np.empty((0,), dtype=np.float32)
-        if isinstance(data, lucid.Tensor):
-            data = data.detach().numpy()
-        # lucid.tensor(ndarray) keeps the dtype; np.asarray keeps the memory when it can
-        super().__init__(np.asarray(data), requires_grad=False)
+        if isinstance(data, lucid.Tensor) and data.device == "gpu":
+            super().__init__(data.detach(), device="gpu", requires_grad=False)
+        else:
+            if isinstance(data, lucid.Tensor):
+                data = data.detach().numpy()
+            # lucid.tensor(ndarray) keeps the dtype; np.asarray keeps the memory when it can
+            super().__init__(np.asarray(data), requires_grad=False)
         if requires_grad:
             self.requires_grad_(True)
 

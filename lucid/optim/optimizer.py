@@ -4,13 +4,19 @@ Every update is one fused C pass per parameter (lucid.optim._fused) over NumPy v
 of the parameter, its gradient and its state; nothing is recorded by autograd. The
 version counter of each parameter is bumped, so a graph that saved the old values
 refuses to backward through them.
+
+A parameter on the gpu device is updated by the same rule written in lucid ops
+(``_update_gpu``), which MLX runs lazily and fuses; its new values replace the
+parameter's MLX array (``core._assign_``), and the state lives on the gpu too.
 """
 import copy
+import math
 from collections import defaultdict
 
 import numpy as np
 
 import lucid
+from lucid._core.core import _assign_
 
 try:
     from lucid.optim import _fused
@@ -95,6 +101,8 @@ class Optimizer:
                     continue
                 if set_to_none:
                     p.grad = None
+                elif p.grad.device == "gpu":
+                    p.grad = lucid.zeros_like(p.grad)
                 else:
                     _flat(p.grad)[:] = 0
 
@@ -162,20 +170,45 @@ class Optimizer:
         if closure is not None:
             with lucid.enable_grad():
                 loss = closure()
+        on_gpu = []
         with lucid.no_grad():
             for group in self.param_groups:
                 for p in self._params_with_grad(group):
+                    if p.device == "gpu":
+                        on_gpu += self._step_gpu(p, self.state[p], group)
+                        continue
                     pa = _flat(p)
                     self._update(p, pa, _flat_grad(p.grad, pa.dtype), self.state[p], group)
                     _bump_version(p)
+        if on_gpu:           # one MLX evaluation for the whole step
+            lucid.eval(*on_gpu)
         return loss
 
     def _update(self, p, pa, ga, state, group):
         raise NotImplementedError
 
+    def _step_gpu(self, p, state, group):
+        for k, v in state.items():          # state loaded from a checkpoint lives on the cpu
+            if isinstance(v, lucid.Tensor) and k != "step" and v.device != p.device:
+                state[k] = v.to(p.device)
+        g = p.grad.to(p.dtype)
+        if group.get("maximize"):
+            g = -g
+        _assign_(p, self._update_gpu(p.detach(), g, state, group))
+        return [p] + [v for v in state.values() if isinstance(v, lucid.Tensor)]
+
+    def _update_gpu(self, p, g, state, group):
+        """The new value of ``p`` (and the new state, in ``state``), in lucid ops."""
+        raise NotImplementedError(f"{type(self).__name__} has no gpu step")
+
 
 def _zeros_state(p):
-    return lucid.zeros(*p.shape, dtype=p.dtype)
+    return lucid.zeros(*p.shape, dtype=p.dtype, device=p.device)
+
+
+def _next_step(state):
+    state["step"].detach().numpy()[...] += 1
+    return float(state["step"].item())
 
 
 _EMPTY = {np.dtype(np.float32): np.empty(0, np.float32),
@@ -212,6 +245,17 @@ class SGD(Optimizer):
             buf = _EMPTY[pa.dtype]
         _fused.sgd(pa, ga, buf, group["lr"], group["weight_decay"], mom, group["dampening"],
                    group["nesterov"], first, group["maximize"])
+
+    def _update_gpu(self, p, g, state, group):
+        mom, wd = group["momentum"], group["weight_decay"]
+        if wd:
+            g = g + wd * p
+        if mom:
+            buf = state.get("momentum_buffer")
+            buf = g if buf is None else mom * buf + (1 - group["dampening"]) * g
+            state["momentum_buffer"] = buf
+            g = g + mom * buf if group["nesterov"] else buf
+        return p - group["lr"] * g
 
 
 class Adam(Optimizer):
@@ -256,6 +300,24 @@ class Adam(Optimizer):
                     group["lr"], beta1, beta2, group["eps"], group["weight_decay"],
                     self._decoupled, step, ams, group["maximize"])
 
+    def _update_gpu(self, p, g, state, group):
+        if "step" not in state:
+            state["step"] = lucid.tensor(0.0, dtype=lucid.float32)
+            state["exp_avg"], state["exp_avg_sq"] = _zeros_state(p), _zeros_state(p)
+        step = _next_step(state)
+        lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
+        if wd and self._decoupled:
+            p = p * (1 - lr * wd)
+        elif wd:
+            g = g + wd * p
+        m = state["exp_avg"] = b1 * state["exp_avg"] + (1 - b1) * g
+        v = state["exp_avg_sq"] = b2 * state["exp_avg_sq"] + (1 - b2) * g * g
+        if group["amsgrad"]:
+            v = state["max_exp_avg_sq"] = lucid.maximum(
+                state.get("max_exp_avg_sq", _zeros_state(p)), v)
+        denom = lucid.sqrt(v) / math.sqrt(1 - b2 ** step) + group["eps"]
+        return p - (lr / (1 - b1 ** step)) * m / denom
+
 
 class AdamW(Adam):
     """Adam with decoupled weight decay (``p *= 1 - lr * weight_decay``), default 1e-2."""
@@ -293,6 +355,27 @@ class RMSprop(Optimizer):
                        group["alpha"], group["eps"], group["weight_decay"], group["momentum"],
                        group["centered"], group["maximize"])
 
+    def _update_gpu(self, p, g, state, group):
+        if "step" not in state:
+            state["step"] = lucid.tensor(0.0, dtype=lucid.float32)
+            state["square_avg"] = _zeros_state(p)
+        _next_step(state)
+        a, wd = group["alpha"], group["weight_decay"]
+        if wd:
+            g = g + wd * p
+        sq = state["square_avg"] = a * state["square_avg"] + (1 - a) * g * g
+        if group["centered"]:
+            ga = state["grad_avg"] = a * state.get("grad_avg", _zeros_state(p)) + (1 - a) * g
+            avg = lucid.sqrt(sq - ga * ga) + group["eps"]
+        else:
+            avg = lucid.sqrt(sq) + group["eps"]
+        if group["momentum"] > 0:
+            buf = state["momentum_buffer"] = (group["momentum"] *
+                                              state.get("momentum_buffer", _zeros_state(p)) +
+                                              g / avg)
+            return p - group["lr"] * buf
+        return p - group["lr"] * g / avg
+
 
 class Adagrad(Optimizer):
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
@@ -315,3 +398,11 @@ class Adagrad(Optimizer):
         clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
         _fused.adagrad(pa, ga, _flat(state["sum"]), clr, group["eps"], group["weight_decay"],
                        group["maximize"])
+
+    def _update_gpu(self, p, g, state, group):
+        step = _next_step(state)
+        clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
+        if group["weight_decay"]:
+            g = g + group["weight_decay"] * p
+        s = state["sum"] = state["sum"] + g * g
+        return p - clr * g / (lucid.sqrt(s) + group["eps"])

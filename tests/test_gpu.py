@@ -1,0 +1,309 @@
+"""The gpu device (MLX), tested on MLX's CPU stream (LUCID_MLX_DEVICE=cpu): the same
+code a Metal or CUDA GPU runs, only the final mx.Device differs.
+
+Every op of the op tables runs on both devices and the gpu path is compared with the
+cpu path (itself tested against NumPy, SciPy, mpmath and torch elsewhere): forward
+values and dtypes, first derivatives (backward with random upstream weights) and
+second derivatives (autograd.grad with create_graph=True, then backward).
+
+Tolerances follow MLX's own float32 accuracy, measured on this machine: erf to about
+3e-7 absolute, exp about 2e-6 relative; so float32 compares at rtol 2e-5 (scaled by
+the values' magnitude), float64 at 1e-9, except the rows in ``GPU_TOL``.
+"""
+import os
+
+os.environ.setdefault("LUCID_MLX_DEVICE", "cpu")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+pytest.importorskip("mlx.core")
+
+import lucid  # noqa: E402
+from op_data import unary_rows  # noqa: E402
+from test_ops_table import (VARIANTS, _as_list, _eval, _grad, _grad_inputs, _inputs,  # noqa: E402
+                            _vid)
+
+if not lucid.gpu_available():
+    pytest.skip("MLX has no device here (set LUCID_MLX_DEVICE=cpu)", allow_module_level=True)
+
+import math  # noqa: E402
+
+RTOL = {"float32": 2e-5, "float64": 1e-9}
+# Rows whose gpu kernel is an MLX composition with a looser bound than MLX's builtins,
+# {name: {dtype: rtol}} (relative to max(1, |values|)).
+GPU_TOL = {
+    "erfc": {"float32": 1e-6, "float64": 1e-15},   # 1 - erf(x): absolute, not relative, accuracy
+    "cbrt": {"float32": 5e-5},
+    "exp2": {"float32": 5e-5},
+    "hypot": {"float32": 5e-5},
+    "tan": {"float32": 1e-4},
+    "erfinv": {"float32": 1e-4},
+    "selu": {"float32": 5e-5},
+    "gelu_tanh": {"float32": 5e-5},
+}
+DTYPES = ("float32", "float64")
+
+
+def _tol(name, dt):
+    return GPU_TOL.get(name, {}).get(dt, RTOL[dt])
+
+
+def _close(got, want, rtol, what):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"{what}: shape {got.shape}, want {want.shape}"
+    if want.dtype.kind == "f":
+        fin = np.isfinite(want)
+        scale = max(1.0, float(np.max(np.abs(want[fin]), initial=0.0)))
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol,
+                                   atol=rtol * scale, equal_nan=True, err_msg=what)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+def _host(t):
+    return t.detach().cpu().numpy() if isinstance(t, lucid.Tensor) else np.asarray(t)
+
+
+def _tensors(arrs, device, grad_names):
+    return {n: lucid.tensor(a, device=device, requires_grad=(n in grad_names))
+            for n, a in arrs.items()}
+
+
+def _run(call, arrs, device, grad_names=(), args=None):
+    ts = _tensors(arrs, device, grad_names)
+    env = dict(args or {})
+    env.update(ts, lucid=lucid, np=np, math=math)
+    with np.errstate(all="ignore"):
+        outs = _as_list(eval(call, env))
+    return ts, outs
+
+
+def _weights(outs, seed):
+    rng = np.random.default_rng(seed)
+    return [rng.uniform(0.5, 1.5, tuple(o.shape)) if o.dtype.is_floating_point else None
+            for o in outs]
+
+
+def _loss(outs, ws, device):
+    total = None
+    for o, w in zip(outs, ws):
+        if w is None or not o.requires_grad:
+            continue
+        term = (o * lucid.tensor(w, dtype=o.dtype, device=device)).sum()
+        total = term if total is None else total + term
+    return total
+
+
+def _check_devices(outs, device):
+    for o in outs:
+        if isinstance(o, lucid.Tensor):
+            assert o.device == device, (o.device, device)
+
+
+def _compare_all(name, call, arrs, dt, grad_names, args=None, second=True):
+    """forward, gradient and second derivative of ``call`` on the gpu vs the cpu."""
+    rtol = _tol(name, dt)
+    tc, oc = _run(call, arrs, "cpu", grad_names, args)
+    tg, og = _run(call, arrs, "gpu", grad_names, args)
+    _check_devices(og, "gpu")
+    assert len(oc) == len(og)
+    for k, (c, g) in enumerate(zip(oc, og)):
+        if isinstance(c, lucid.Tensor):
+            assert g.dtype is c.dtype, f"{name} output {k}: {g.dtype} on gpu, {c.dtype} on cpu"
+        _close(_host(g), _host(c), rtol, f"{name} output {k}")
+    if not grad_names:
+        return
+    ws = _weights(oc, 7)
+    lc, lg = _loss(oc, ws, "cpu"), _loss(og, ws, "gpu")
+    if lc is None:
+        return
+    gc = lucid.autograd.grad(lc, [tc[n] for n in grad_names], create_graph=second,
+                             allow_unused=True)
+    gg = lucid.autograd.grad(lg, [tg[n] for n in grad_names], create_graph=second,
+                             allow_unused=True)
+    for n, a, b in zip(grad_names, gc, gg):
+        assert (a is None) == (b is None), n
+        if a is not None:
+            assert b.device == "gpu"
+            _close(_host(b), _host(a), rtol * 10, f"d {name} / d {n}")
+    if not second:
+        return
+    # second derivative: d/dx sum(grad * v)
+    pairs = [(a, b, n) for a, b, n in zip(gc, gg, grad_names)
+             if a is not None and a.requires_grad and b.requires_grad]
+    if not pairs:
+        return
+    rng = np.random.default_rng(11)
+    vs = [rng.uniform(0.5, 1.5, tuple(a.shape)) for a, _, _ in pairs]
+    sc = sum((a * lucid.tensor(v, dtype=a.dtype)).sum() for (a, _, _), v in zip(pairs, vs))
+    sg = sum((b * lucid.tensor(v, dtype=b.dtype, device="gpu")).sum()
+             for (_, b, _), v in zip(pairs, vs))
+    hc = lucid.autograd.grad(sc, [tc[n] for n in grad_names], allow_unused=True)
+    hg = lucid.autograd.grad(sg, [tg[n] for n in grad_names], allow_unused=True)
+    for n, a, b in zip(grad_names, hc, hg):
+        if a is None or b is None:
+            assert a is None or not np.any(_host(a)), f"d2 {name} / d {n}: missing on gpu"
+            continue
+        _close(_host(b), _host(a), rtol * 20, f"d2 {name} / d {n}^2")
+
+
+# -- the unary table -----------------------------------------------------------------------
+
+UNARY = unary_rows()
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("row", UNARY, ids=[r["name"] for r in UNARY])
+def test_unary_row_gpu_matches_cpu(row, dt):
+    lo, hi = row["domain"]
+    x = np.random.default_rng(3).uniform(lo, hi, (4, 5)).astype(dt)
+    grad = ("x",) if row["saves"] else ()
+    _compare_all(row["name"], f"lucid.{row['name']}(x)", {"x": x}, dt, grad)
+
+
+@pytest.mark.parametrize("row", UNARY, ids=[r["name"] for r in UNARY])
+def test_unary_row_gpu_special_values(row):
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0], dtype=np.float32)
+    c = getattr(lucid, row["name"])(lucid.tensor(x))
+    g = getattr(lucid, row["name"])(lucid.tensor(x, device="gpu"))
+    _close(_host(g), _host(c), _tol(row["name"], "float32"), row["name"])
+
+
+# -- the other ops' table (tests/op_data.py OPS) --------------------------------------------
+
+def _op_cases():
+    out = []
+    for v in VARIANTS:
+        for dt in DTYPES:
+            out.append(pytest.param(v, dt, id=f"{_vid(v)}-{dt}"))
+    return out
+
+
+@pytest.mark.parametrize("v,dt", _op_cases())
+def test_op_row_gpu_matches_cpu(v, dt):
+    arrs = _inputs(v, dt)
+    grad = tuple(_grad_inputs(v)) if _grad(v) else ()
+    second = "gradgrad" not in v.get("limits", {}) and v["name"] not in ("prod", "cumprod")
+    _compare_all(v["name"], v["call"], arrs, dt, grad, v.get("args"), second)
+
+
+# -- the device API ---------------------------------------------------------------------------
+
+def test_devices_and_aliases():
+    for name in ("gpu", "metal", "cuda", "gpu:0"):
+        t = lucid.ones(2, device=name)
+        assert t.device == "gpu" and t.device == lucid.device("gpu") and t.is_cuda
+    assert lucid.tensor([1.0]).device == "cpu"
+    with pytest.raises(ValueError, match="unknown device"):
+        lucid.ones(2, device="tpu")
+
+
+def test_creation_functions_take_device():
+    makers = [lambda d: lucid.zeros(2, 3, device=d), lambda d: lucid.ones(2, device=d),
+              lambda d: lucid.full((2,), 3.0, device=d), lambda d: lucid.arange(5, device=d),
+              lambda d: lucid.linspace(0, 1, 4, device=d), lambda d: lucid.eye(3, device=d),
+              lambda d: lucid.empty(2, device=d)]
+    for mk in makers:
+        c, g = mk("cpu"), mk("gpu")
+        assert g.device == "gpu" and g.dtype is c.dtype and g.shape == c.shape
+    lucid.manual_seed(5)
+    a = lucid.randn(3, 4, device="gpu")
+    lucid.manual_seed(5)
+    b = lucid.randn(3, 4)
+    np.testing.assert_array_equal(a.cpu().numpy(), b.numpy())
+    z = lucid.zeros_like(a)
+    assert z.device == "gpu"
+
+
+def test_round_trip_is_exact_and_keeps_dtype():
+    for dt in (np.float32, np.float64, np.int32, np.int64, np.bool_, np.float16):
+        a = (np.random.default_rng(0).standard_normal((3, 4)) * 100).astype(dt)
+        t = lucid.from_numpy(a).to("gpu")
+        assert t.device == "gpu" and t.dtype.numpy_dtype == np.dtype(dt)
+        back = t.to("cpu").numpy()
+        assert back.dtype == a.dtype
+        np.testing.assert_array_equal(back, a)
+
+
+def test_to_device_and_dtype_together():
+    t = lucid.tensor([1.5, 2.5])
+    g = t.to("gpu", lucid.float64)
+    assert g.device == "gpu" and g.dtype is lucid.float64
+    assert t.to(device="gpu", dtype=lucid.float16).dtype is lucid.float16
+    assert g.gpu() is g and t.cpu() is t
+    assert t.gpu().cpu().tolist() == [1.5, 2.5]
+
+
+def test_values_evaluated_when_needed():
+    g = lucid.tensor([1.0, 2.0], device="gpu")
+    y = lucid.exp(g) + 1
+    assert y.item() if y.numel() == 1 else True
+    assert abs(y.tolist()[1] - (math.exp(2.0) + 1)) < 1e-5
+    assert "device='gpu'" in repr(y)
+    y.eval()
+    lucid.eval(y, g)
+    s = y.sum()
+    assert abs(float(s) - (math.exp(1.0) + math.exp(2.0) + 2)) < 1e-4
+
+
+def test_mixing_devices_names_both():
+    c, g = lucid.ones(2), lucid.ones(2, device="gpu")
+    with pytest.raises(lucid.LucidError, match="gpu and cpu"):
+        c + g
+    with pytest.raises(lucid.LucidError, match="gpu and cpu"):
+        lucid.mul(g, c)
+
+
+def test_numpy_never_pulls_gpu_silently():
+    g = lucid.ones(3, device="gpu")
+    with pytest.raises(TypeError, match="gpu"):
+        np.asarray(g)
+    np.testing.assert_array_equal(g.numpy(), np.ones(3, np.float32))
+
+
+def test_gradient_flows_across_devices():
+    x = lucid.tensor([0.3, -1.2, 2.0], requires_grad=True)
+    y = (lucid.sin(x.to("gpu")) * 3.0).cpu()
+    (y * y).sum().backward()
+    want = 2 * (3 * np.sin(x.detach().numpy())) * 3 * np.cos(x.detach().numpy())
+    assert x.grad.device == "cpu"
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-5)
+
+
+def test_backward_evaluates_leaf_gradients_and_keeps_them_on_gpu():
+    w = lucid.tensor(np.linspace(-1, 1, 6).reshape(2, 3), device="gpu", requires_grad=True)
+    for _ in range(3):
+        w.grad = None
+        loss = (lucid.tanh(w) * w).sum()
+        loss.backward()
+    assert w.grad.device == "gpu"
+    wn = np.linspace(-1, 1, 6).reshape(2, 3).astype(np.float32)
+    want = np.tanh(wn) + wn * (1 - np.tanh(wn) ** 2)
+    np.testing.assert_allclose(w.grad.numpy(), want, rtol=1e-5)
+
+
+def test_create_graph_stays_on_gpu():
+    x = lucid.tensor([0.5, 1.5], device="gpu", requires_grad=True)
+    (g,) = lucid.autograd.grad((x ** 3).sum(), [x], create_graph=True)
+    assert g.device == "gpu" and g.requires_grad
+    (h,) = lucid.autograd.grad(g.sum(), [x])
+    np.testing.assert_allclose(h.numpy(), 6 * np.array([0.5, 1.5]), rtol=1e-5)
+
+
+def test_without_a_gpu_asking_for_one_is_an_error(monkeypatch, tmp_path):
+    import subprocess
+    import sys
+    code = ("import lucid\n"
+            "print(lucid.gpu_available())\n"
+            "try:\n    lucid.ones(2, device='gpu')\nexcept lucid.LucidError as e:\n"
+            "    print('error:', e)\n")
+    env = dict(os.environ, LUCID_MLX_DEVICE="gpu",
+               PYTHONPATH=os.path.dirname(os.path.dirname(lucid.__file__)))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=120)
+    import mlx.core as mx
+    if mx.is_available(mx.gpu):
+        pytest.skip("this machine has a GPU")
+    assert out.stdout.splitlines()[0] == "False", out.stderr
+    assert "no GPU" in out.stdout and "LUCID_MLX_DEVICE=cpu" in out.stdout
