@@ -40,7 +40,11 @@ TARGETS = [
     ("erf-1e5-float32-fwd-t1", "torch", 1.1, "1e5 f32 erf fwd <= 1.1x torch (1 thread)"),
     ("erf-1e5-float32-fwd-t1", "scipy", 1 / 15,
      "1e5 f32 erf fwd >= 15x faster than scipy.special.erf"),
-]
+    # the gpu device (bench/test_gpu_bench.py): lucid's overhead on top of raw MLX
+    ("gpu-chain20-100-float32-fwd_bwd", "mlx", 2.0,
+     "gpu: 20-op chain forward+backward (small tensors) < 2x raw MLX (mx.grad)"),
+] + [(f"gpu-{op}-{n}-float32", "mlx", 1.1, f"gpu: {op} of {n} elements < 1.1x raw MLX")
+     for op in ("exp", "tanh", "mul") for n in ("1e+05", "1e+06")]
 
 # The CPU-math issue's targets, as rules over every group of the run:
 #   (rule id, peer, limit on lucid/peer, applies(meta), wording)

@@ -41,9 +41,13 @@ cdef OpSchema _S_bitwise_not = register("bitwise_not", "KeepInput", 1)
 
 def bitwise_not(input):
     """~input for integer and bool tensors."""
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     if x._dtype.is_floating_point:
         raise UnsupportedDTypeError(f"bitwise_not needs an integer or bool tensor, got {x._dtype}")
+    if x._mx is not None:
+        m = mlx()
+        return _wrap_mx(m.logical_not(x._mx) if x._dtype is bool_ else m.bitwise_invert(x._mx),
+                        x._dtype)
     return _wrap(_as_ndarray(np.invert(x._data)), x._dtype)
 
 

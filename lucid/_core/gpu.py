@@ -23,7 +23,22 @@ def _namespace():
         r = mx.remainder(a, b)
         return mx.where((r != 0) & ((r < 0) != (a < 0)), r - b, r)
 
-    return {"mx": mx, "_inf0": _inf0, "_ints": _ints, "_fmod": _fmod}
+    def _nan_to_num(x, nan, posinf, neginf):
+        info = mx.finfo(x.dtype)
+        x = mx.where(mx.isnan(x), nan, x)
+        x = mx.where(x == float("inf"), info.max if posinf is None else posinf, x)
+        return mx.where(x == -float("inf"), info.min if neginf is None else neginf, x)
+
+    def _bits(name, f, a, b):
+        # as the CPU kernel (compare.BitwiseCPU): integer and bool operands only
+        if mx.issubdtype(a.dtype, mx.floating):
+            raise core.UnsupportedDTypeError(
+                f"{name} is only supported for integer and bool tensors, got {a.dtype}")
+        if a.dtype == mx.bool_ and name.endswith("shift"):
+            raise core.UnsupportedDTypeError(f"{name} is not implemented for bool tensors")
+        return f(a, b)
+
+    return {"mx": mx, "_bits": _bits, "_inf0": _inf0, "_ints": _ints, "_fmod": _fmod, "_nan_to_num": _nan_to_num}
 
 
 class _Lazy:
@@ -53,3 +68,10 @@ for _r in optable.BINARY:
 for _r in optable.COMPARE:
     _attach(_r["name"], "a, b, p" if _r["arity"] == 2 else "x, p", _r["mlx"])
 _attach("neg", "x, p", "mx.negative(x)")
+# The unary ops with parameters (unary.pyx; p is the op's parameter).
+_attach("leaky_relu", "x, p", "mx.where(x > 0, x, x * p)")
+_attach("elu", "x, p", "mx.where(x > 0, x, p * mx.expm1(mx.minimum(x, 0)))")
+_attach("nan_to_num", "x, p", "_nan_to_num(x, *p)")
+core.schema("clamp").gpu = True
+for _n in ("and", "or", "xor", "left_shift", "right_shift"):
+    _attach(f"bitwise_{_n}", "a, b, p", f"_bits('bitwise_{_n}', mx.bitwise_{_n}, a, b)")      # unary.clamp handles gpu tensors itself

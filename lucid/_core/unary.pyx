@@ -425,7 +425,7 @@ def elu(input, alpha=1.0):
 
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     """nan -> ``nan``, +inf -> ``posinf`` (default: the dtype's max), -inf -> ``neginf``."""
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     if not x._dtype.is_floating_point:
         return ops.clone(x)
     return dispatch_unary(_S_nan_to_num, x, (nan, posinf, neginf))
@@ -494,9 +494,12 @@ def clamp(input, min=None, max=None):
     where min > max the result is max, as PyTorch."""
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     cdef Tensor tlo = <Tensor>min if isinstance(min, Tensor) else None
     cdef Tensor thi = <Tensor>max if isinstance(max, Tensor) else None
+    if x._mx is not None or (tlo is not None and tlo._mx is not None) or (
+            thi is not None and thi._mx is not None):
+        return _clamp_gpu(x, tlo, thi, min, max)
     cdef int code = _result_code(x, None, tlo, None if tlo is not None else min)
     if thi is not None or max is not None:
         code = _combine_codes(code, x, thi, max)
@@ -518,6 +521,48 @@ def clamp(input, min=None, max=None):
         raise ShapeError(f"clamp: bounds of shape {_shp(out)} would change the input's shape {_shp(a)}")
     out = out.astype(a.dtype, copy=False)
     cdef Tensor y = _wrap(out if out is not a else out.copy(), x._dtype)
+    cdef ClampBackward node
+    if grad_enabled() and (x._requires_grad or (tlo is not None and tlo._requires_grad)
+                           or (thi is not None and thi._requires_grad)):
+        node = <ClampBackward>record(_S_clamp, y, (x, tlo, thi), None)
+        node._saved_x = _save(x, False)
+        node._lo = tlo.detach() if tlo is not None else min
+        node._hi = thi.detach() if thi is not None else max
+        if tlo is not None:
+            node._lo_shape, node._lo_dtype = _shp(tlo._data), tlo._dtype
+        if thi is not None:
+            node._hi_shape, node._hi_dtype = _shp(thi._data), thi._dtype
+    return y
+
+
+cdef Tensor _clamp_gpu(Tensor x, Tensor tlo, Tensor thi, object min, object max):
+    """clamp on the gpu: the same result type, nan handling and node as on the cpu."""
+    for t in (x, tlo, thi):
+        if t is not None and t._mx is None:
+            raise LucidError("clamp(): expected input, min and max on the same device, got "
+                             "tensors on gpu and cpu")
+    cdef int code = _result_code(x, None, tlo, None if tlo is not None else min)
+    if thi is not None or max is not None:
+        code = _result_code(to_dtype(x, dtype_of_code(code), False), None, thi,
+                            None if thi is not None else max)
+    cdef DType dt = dtype_of_code(code)
+    x = to_dtype(x, dt, False)
+    m = mlx()
+    r = x._mx
+    nan = m.isnan(r) if dt.is_floating_point else None
+    try:
+        if tlo is not None or min is not None:
+            r = m.maximum(r, _mx_of(tlo if tlo is not None else min, dt))
+        if thi is not None or max is not None:
+            r = m.minimum(r, _mx_of(thi if thi is not None else max, dt))
+    except ValueError as e:
+        raise ShapeError(f"clamp: bounds do not broadcast with the input: {e}") from None
+    if tuple(r.shape) != _shp(x._data):
+        raise ShapeError(f"clamp: bounds of shape {tuple(r.shape)} would change the input's "
+                         f"shape {_shp(x._data)}")
+    if nan is not None:
+        r = m.where(nan, x._mx, r)
+    cdef Tensor y = _wrap_mx(r, dt)
     cdef ClampBackward node
     if grad_enabled() and (x._requires_grad or (tlo is not None and tlo._requires_grad)
                            or (thi is not None and thi._requires_grad)):
