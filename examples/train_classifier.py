@@ -5,7 +5,10 @@ downloaded). The model is a 2 -> 64 -> 3 MLP with tanh (an nn.Module), trained b
 full-batch SGD with momentum on nn.CrossEntropyLoss.
 
     python examples/train_classifier.py
+    LUCID_MLX_DEVICE=cpu python examples/train_classifier.py --device gpu   # on MLX
 """
+import sys
+
 import numpy as np
 
 import lucid
@@ -35,7 +38,7 @@ class MLP(nn.Module):
         return self.out(lucid.tanh(self.hidden(x)))
 
 
-def main():
+def main(device="cpu"):
     lucid.manual_seed(0)
     x_np, y_np = spirals()
     perm = np.random.default_rng(1).permutation(len(y_np))
@@ -43,8 +46,9 @@ def main():
     split = int(0.8 * len(y_np))
     x_train, y_train = lucid.from_numpy(x_np[:split]), lucid.from_numpy(y_np[:split])
     x_test, y_test = lucid.from_numpy(x_np[split:]), lucid.from_numpy(y_np[split:])
+    x_train, y_train, x_test, y_test = (t.to(device) for t in (x_train, y_train, x_test, y_test))
 
-    model = MLP()
+    model = MLP().to(device)                # before the optimizer: to() makes new Parameters
     loss_fn = nn.CrossEntropyLoss()
     opt = optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
     for step in range(1, 1501):
@@ -64,4 +68,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cpu")

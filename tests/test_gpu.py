@@ -111,7 +111,9 @@ def _compare_all(name, call, arrs, dt, grad_names, args=None, second=True):
     for k, (c, g) in enumerate(zip(oc, og)):
         if isinstance(c, lucid.Tensor):
             assert g.dtype is c.dtype, f"{name} output {k}: {g.dtype} on gpu, {c.dtype} on cpu"
-        _close(_host(g), _host(c), rtol, f"{name} output {k}")
+        hg, hc = _host(g), _host(c)
+        assert hg.dtype == hc.dtype, f"{name} output {k}: MLX holds {hg.dtype}, cpu {hc.dtype}"
+        _close(hg, hc, rtol, f"{name} output {k}")
     if not grad_names:
         return
     ws = _weights(oc, 7)
@@ -307,3 +309,39 @@ def test_without_a_gpu_asking_for_one_is_an_error(monkeypatch, tmp_path):
         pytest.skip("this machine has a GPU")
     assert out.stdout.splitlines()[0] == "False", out.stderr
     assert "no GPU" in out.stdout and "LUCID_MLX_DEVICE=cpu" in out.stdout
+
+
+def test_spirals_classifier_trains_on_gpu_as_on_cpu():
+    import runpy
+    path = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "train_classifier.py")
+    mod = runpy.run_path(path)
+    acc_cpu = mod["main"]("cpu")
+    acc_gpu = mod["main"]("gpu")
+    assert acc_cpu > 0.9
+    assert abs(acc_gpu - acc_cpu) <= 0.02, (acc_gpu, acc_cpu)
+
+
+def test_optimizers_step_gpu_parameters_as_on_cpu():
+    rng = np.random.default_rng(4)
+    w0 = rng.standard_normal((3, 4)).astype(np.float32)
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    makers = [lambda p: lucid.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
+              lambda p: lucid.optim.SGD(p, lr=0.1, momentum=0.5, dampening=0.1),
+              lambda p: lucid.optim.Adam(p, lr=0.05, amsgrad=True, weight_decay=0.01),
+              lambda p: lucid.optim.AdamW(p, lr=0.05),
+              lambda p: lucid.optim.RMSprop(p, lr=0.01, momentum=0.9, centered=True),
+              lambda p: lucid.optim.Adagrad(p, lr=0.1, lr_decay=0.01, weight_decay=0.1)]
+    for mk in makers:
+        out = {}
+        for dev in ("cpu", "gpu"):
+            w = lucid.nn.Parameter(lucid.tensor(w0, device=dev))
+            opt = mk([w])
+            xs = lucid.tensor(x, device=dev)
+            for _ in range(4):
+                opt.zero_grad()
+                (lucid.tanh(xs @ w) ** 2).sum().backward()
+                opt.step()
+            assert w.device == dev
+            out[dev] = w.detach().cpu().numpy()
+        np.testing.assert_allclose(out["gpu"], out["cpu"], rtol=2e-5, atol=2e-6,
+                                   err_msg=type(opt).__name__)

@@ -1831,7 +1831,9 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
 cdef Tensor _gpu_unary(OpSchema s, Tensor x, object params):
     """dispatch_unary's gpu step: the schema's MLX kernel, then the same node."""
     r = s.gpu(x._mx, params)
-    cdef DType dt = x._dtype if r.dtype == x._mx.dtype else <DType>_DT_OF_MX[r.dtype]
+    # An op with a node keeps its (prepared) input's dtype, as on the cpu; predicates
+    # give bool. (Reading an MLX array's dtype costs more than the rest of this step.)
+    cdef DType dt = x._dtype if s.node is not None else <DType>_DT_OF_MX[r.dtype]
     cdef Tensor y = _wrap_mx(r, dt)
     if lucid_grad_enabled and x._requires_grad and s.node is not None:
         record(s, y, (x,), params)
@@ -1847,13 +1849,13 @@ cdef Tensor _gpu_binary(OpSchema s, Tensor ta, object sa, Tensor tb, object sb, 
         raise _device_mismatch(s.name, None)
     if s.gpu is None:
         raise _cpu_only(s.name)
-    r = s.gpu(_mx_of(ta if ta is not None else sa, dt), _mx_of(tb if tb is not None else sb, dt),
+    # Both tensors are cast to the result dtype; a Python scalar goes to MLX as it is,
+    # weakly typed, so it takes the other operand's (the result's) dtype.
+    r = s.gpu(_mx_of(ta, dt) if ta is not None else sa, _mx_of(tb, dt) if tb is not None else sb,
               params)
     if s.node is None:                 # comparisons and predicates: the kernel's dtype
         return _wrap_mx(r, <DType>_DT_OF_MX[r.dtype])
-    if r.dtype != _MX_DTYPE[dt.code]:
-        r = r.astype(_MX_DTYPE[dt.code])
-    cdef Tensor out = _wrap_mx(r, dt)
+    cdef Tensor out = _wrap_mx(r, dt)  # operands of dt give dt (scalars are weakly typed)
     if lucid_grad_enabled and ((ta is not None and ta._requires_grad) or
                                (tb is not None and tb._requires_grad)):
         record(s, out, (ta if ta is not None else sa, tb if tb is not None else sb), params)

@@ -31,10 +31,11 @@ def _namespace():
 
     def _bits(name, f, a, b):
         # as the CPU kernel (compare.BitwiseCPU): integer and bool operands only
-        if mx.issubdtype(a.dtype, mx.floating):
+        dt = (a if isinstance(a, mx.array) else b).dtype
+        if mx.issubdtype(dt, mx.floating):
             raise core.UnsupportedDTypeError(
-                f"{name} is only supported for integer and bool tensors, got {a.dtype}")
-        if a.dtype == mx.bool_ and name.endswith("shift"):
+                f"{name} is only supported for integer and bool tensors, got {dt}")
+        if dt == mx.bool_ and name.endswith("shift"):
             raise core.UnsupportedDTypeError(f"{name} is not implemented for bool tensors")
         return f(a, b)
 
