@@ -58,6 +58,8 @@ cdef Tensor _zeros_like_dev(tuple shape, DType dt, Tensor like):
 cdef inline Tensor _gview(Tensor x, object arr, object r):
     """The gpu result of a view op: bookkeeping of a view of x (shared version counter,
     ``arr`` a view of x's shape-only array), values ``r`` (an MLX array)."""
+    if arr is x._data:             # NumPy gave x's array back (a no-op squeeze)
+        arr = (<cnp.ndarray>arr).view()
     cdef Tensor y = _view(x, arr)
     y._mx = r
     return y
