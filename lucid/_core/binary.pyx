@@ -531,10 +531,19 @@ cdef object _inplace(Tensor self, object other, int op):
     """``self op= other``: writes into self's memory and bumps its version counter."""
     cdef bint recording = grad_enabled() and (
         self._requires_grad or (isinstance(other, Tensor) and (<Tensor>other)._requires_grad))
+    cdef bint gpu = self._mx is not None
     if recording and self._requires_grad and self._grad_fn is None:
         raise LucidError(
             "a leaf tensor that requires grad is being used in an in-place operation; "
             "wrap it in `with lucid.no_grad():` (e.g. for an optimizer step)")
+    if gpu and _is_view(self):
+        # MLX arrays are immutable: a gpu view holds a copy, so a write through it could
+        # never reach its base.
+        raise LucidError(
+            "in-place operation on a view of a gpu tensor (e.g. x[0], x.T, x.reshape(...)) "
+            "is not supported: on the gpu device a view holds a copy (MLX arrays are "
+            "immutable), so the write could not reach the base tensor. Write through the "
+            "base (x[0] = ...), or clone() the view first")
     if recording and self._grad_fn is not None and _is_view(self):
         raise LucidError(
             "in-place operation on a view (e.g. x[0], x.T) of a tensor with autograd history "
@@ -547,7 +556,7 @@ cdef object _inplace(Tensor self, object other, int op):
         if isinstance(other, Tensor):
             if cnp.PyArray_SIZE((<Tensor>other)._data) != 1:
                 raise ShapeError("fill_ takes a Python scalar or a one-element tensor")
-            other = (<Tensor>other)._data.item()
+            other = (<Tensor>other).item()
         if not _is_scalar(other):
             raise TypeError(f"fill_ takes a number, got {type(other).__name__}")
         if not self._dtype.is_floating_point and isinstance(other, (float, np.floating)) and (
@@ -558,9 +567,14 @@ cdef object _inplace(Tensor self, object other, int op):
             info = np.iinfo(self._dtype.numpy_dtype)
             if not info.min <= other <= info.max:
                 raise OverflowError(f"fill_(): value {other} does not fit in {self._dtype}")
-        if not cnp.PyArray_ISWRITEABLE(self._data):
+        if gpu:            # MLX arrays are immutable: self gets a new one
+            self._mx = mlx().full(_shp(self._data),
+                                  np.array(other).astype(self._dtype.numpy_dtype).item(),
+                                  dtype=mx_dtype(self._dtype))
+        elif not cnp.PyArray_ISWRITEABLE(self._data):
             raise LucidError("this tensor's memory is read-only (e.g. a broadcast view); clone() it first")
-        self._data.fill(other)
+        else:
+            self._data.fill(other)
         self._bump()
         if recording:      # under no_grad a write is invisible to autograd, as in PyTorch
             _invalidate_views(self, self._data)
@@ -572,7 +586,10 @@ cdef object _inplace(Tensor self, object other, int op):
     if recording:
         # The node must see the old value of self (mul/div save it), not the one we
         # are about to write: give it a snapshot carrying self's history.
-        src = _wrap(self._data.copy() if op >= _IP_MUL else self._data, self._dtype)
+        if gpu:        # an MLX array never changes: the snapshot shares it
+            src = _wrap_mx(self._mx, self._dtype)
+        else:
+            src = _wrap(self._data.copy() if op >= _IP_MUL else self._data, self._dtype)
         src._grad_fn = self._grad_fn
         src._output_nr = self._output_nr
         src._requires_grad = self._requires_grad
@@ -590,10 +607,14 @@ cdef object _inplace(Tensor self, object other, int op):
     if res._dtype.is_floating_point is False and res._dtype.code > self._dtype.code and self._dtype is bool_:
         raise UnsupportedDTypeError(
             f"result type {res._dtype} can't be cast to the desired output type {self._dtype}")
-    if not cnp.PyArray_ISWRITEABLE(self._data):
+    if gpu:
+        mdt = mx_dtype(self._dtype)
+        self._mx = res._mx if res._mx.dtype == mdt else res._mx.astype(mdt)
+    elif not cnp.PyArray_ISWRITEABLE(self._data):
         raise LucidError("this tensor's memory is read-only (e.g. a NumPy array marked "
                          "non-writeable or a broadcast view); clone() it first")
-    np.copyto(self._data, res._data, casting="unsafe")
+    else:
+        np.copyto(self._data, res._data, casting="unsafe")
     self._bump()
     if recording:          # under no_grad a write is invisible to autograd, as in PyTorch
         _invalidate_views(self, self._data)

@@ -40,6 +40,70 @@ cdef Tensor _zeros_t(tuple shape, DType dt):
     return _wrap(np.zeros(shape, dtype=dt.numpy_dtype), dt)
 
 
+cdef Tensor _zeros_like_dev(tuple shape, DType dt, Tensor like):
+    """Zeros of ``shape`` on ``like``'s device (backward formulas: the gradient's)."""
+    if like._mx is not None:
+        return _wrap_mx(mlx().zeros(shape, dtype=mx_dtype(dt)), dt)
+    return _zeros_t(shape, dt)
+
+
+# -- the gpu device ---------------------------------------------------------------------
+# A gpu tensor's ``_data`` is a shape-only array (zero strides, no memory), so the CPU
+# code's NumPy shape logic runs on it unchanged: a view op applied to it validates the
+# arguments and gives the result's shape-only array, whose ``base`` marks the result as
+# a view exactly as on the CPU. The values come from the matching mlx.core function.
+# MLX arrays are immutable, so a gpu "view" is a copy: an in-place write through it
+# could never reach its base, and raises instead (_check_gpu_write).
+
+cdef inline Tensor _gview(Tensor x, object arr, object r):
+    """The gpu result of a view op: bookkeeping of a view of x (shared version counter,
+    ``arr`` a view of x's shape-only array), values ``r`` (an MLX array)."""
+    if arr is x._data:             # NumPy gave x's array back (a no-op squeeze)
+        arr = (<cnp.ndarray>arr).view()
+    cdef Tensor y = _view(x, arr)
+    y._mx = r
+    return y
+
+
+cdef object _devices_error(str op):
+    return LucidError(
+        f"Expected all tensors to be on the same device, but {op}() got tensors on gpu "
+        "and cpu; move one with .gpu() or .cpu()")
+
+
+cdef bint _same_device(list ts, str op) except -1:
+    """Whether the tensors ``ts`` are all on the gpu (raises if they mix devices)."""
+    cdef bint g = (<Tensor>ts[0])._mx is not None
+    for t in ts:
+        if ((<Tensor>t)._mx is not None) != g:
+            raise _devices_error(op)
+    return g
+
+
+cdef void _check_gpu_write(Tensor t, str what) except *:
+    """An in-place write into a gpu tensor replaces its MLX array; through a view it
+    could not reach the base (MLX has no shared storage), so it raises."""
+    if _is_view(t):
+        raise LucidError(
+            f"{what} into a view of a gpu tensor (e.g. x[0], x.T, x.reshape(...)) is not "
+            "supported: on the gpu device a view holds a copy (MLX arrays are immutable), "
+            "so the write could not reach the base tensor. Write through the base "
+            "(x[0, i] = v instead of x[0][i] = v), or clone() the view first")
+
+
+cdef void _check_bounds_mx(object a, object size, int dim, str op) except *:
+    """_check_bounds for an MLX index array (one small evaluation: a wrong index must
+    raise, never read out of bounds)."""
+    m = mlx()
+    if a.size == 0:
+        return
+    lo = m.min(a).item()
+    hi = m.max(a).item()
+    if lo < 0 or hi >= size:
+        bad = lo if lo < 0 else hi
+        raise IndexError(f"{op}(): index {bad} is out of bounds for dimension {dim} with size {size}")
+
+
 cdef tuple _int_tuple(object v, str what):
     """An int or a sequence of ints -> tuple of Python ints (TypeError otherwise)."""
     if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
@@ -83,7 +147,7 @@ cdef class ReshapeBackward(Node):
 
 def reshape(input, shape):
     """The same data with a new shape (a view sharing memory when possible); -1 infers a size."""
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     try:
@@ -91,6 +155,8 @@ def reshape(input, shape):
     except ValueError as e:
         raise ShapeError(f"shape {tuple(shape)} is invalid for input of shape {_shp(x._data)}: {e}") from None
     cdef Tensor y = _wrap(arr, x._dtype)
+    if x._mx is not None:      # arr: a view of x's shape-only array (so a view, as above)
+        y._mx = mlx().reshape(x._mx, _shp(arr))
     if arr.base is not None:
         y._vc = x._get_vc()     # a view: in-place writes to either show in both
     cdef ReshapeBackward node
@@ -116,7 +182,7 @@ cdef class ExpandBackward(Node):
 
 def expand(input, shape):
     """A read-only broadcast view of ``input`` with ``shape`` (-1 keeps a size)."""
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     shape = tuple(shape)
     cdef int lead = len(shape) - cnp.PyArray_NDIM(x._data)
     if lead < 0:
@@ -128,6 +194,8 @@ def expand(input, shape):
     except ValueError as e:
         raise ShapeError(f"cannot expand shape {_shp(x._data)} to {shape}") from None
     cdef Tensor y = _wrap(arr, x._dtype)
+    if x._mx is not None:
+        y._mx = mlx().broadcast_to(x._mx, shape)
     y._vc = x._get_vc()
     cdef ExpandBackward node
     if grad_enabled() and x._requires_grad:
@@ -147,7 +215,7 @@ def broadcast_to(input, shape):
 
 def flatten(input, start_dim=0, end_dim=-1):
     """Flatten dims start_dim..end_dim into one (a view when possible)."""
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     cdef int nd = cnp.PyArray_NDIM(x._data)
     if nd == 0:
         _norm_dim(start_dim, 0)
@@ -179,7 +247,7 @@ cdef class SqueezeBackward(Node):
 def squeeze(input, dim=None, *, axis=None):
     """Remove size-1 dims (all of them, or those in ``dim`` that have size 1). A view."""
     dim = _np_alias("squeeze", "dim", dim, None, "axis", axis)
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     cdef int nd = cnp.PyArray_NDIM(x._data)
     shape = _shp(x._data)
     if dim is None:
@@ -187,7 +255,9 @@ def squeeze(input, dim=None, *, axis=None):
     else:
         axes = _dim_list(dim, nd, "squeeze")
         axes = tuple(a for a in axes if nd > 0 and shape[a] == 1)
-    cdef Tensor y = _view(x, np.squeeze(x._data, axis=axes))
+    arr = np.squeeze(x._data, axis=axes)
+    cdef Tensor y = _view(x, arr) if x._mx is None else _gview(
+        x, arr, mlx().reshape(x._mx, _shp(arr)))
     cdef SqueezeBackward node
     if grad_enabled() and x._requires_grad:
         node = SqueezeBackward.__new__(SqueezeBackward)
@@ -212,9 +282,11 @@ def unsqueeze(input, dim=None, *, axis=None):
     dim = _np_alias("unsqueeze", "dim", dim, None, "axis", axis)
     if dim is None:
         raise TypeError("unsqueeze() missing required argument 'dim' (or axis)")
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     cdef int d = _norm_dim(dim, cnp.PyArray_NDIM(x._data) + 1)
-    cdef Tensor y = _view(x, np.expand_dims(x._data, d))
+    arr = np.expand_dims(x._data, d)
+    cdef Tensor y = _view(x, arr) if x._mx is None else _gview(
+        x, arr, mlx().expand_dims(x._mx, d))
     cdef UnsqueezeBackward node
     if grad_enabled() and x._requires_grad:
         node = UnsqueezeBackward.__new__(UnsqueezeBackward)
@@ -238,11 +310,13 @@ cdef class TransposeBackward(Node):
 
 def transpose(input, dim0, dim1):
     """Swap dims dim0 and dim1. A view."""
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     cdef int nd = cnp.PyArray_NDIM(x._data)
     cdef int d0 = _norm_dim(dim0, nd)
     cdef int d1 = _norm_dim(dim1, nd)
-    cdef Tensor y = _view(x, np.swapaxes(x._data, d0, d1) if nd > 0 else x._data.view())
+    arr = np.swapaxes(x._data, d0, d1) if nd > 0 else x._data.view()
+    cdef Tensor y = _view(x, arr) if x._mx is None else _gview(
+        x, arr, mlx().swapaxes(x._mx, d0, d1) if nd > 0 else x._mx)
     cdef TransposeBackward node
     if grad_enabled() and x._requires_grad:
         node = TransposeBackward.__new__(TransposeBackward)
@@ -263,7 +337,9 @@ cdef class PermuteBackward(Node):
 
 
 cdef Tensor _permute(Tensor x, tuple perm):
-    cdef Tensor y = _view(x, x._data.transpose(perm))
+    arr = x._data.transpose(perm)
+    cdef Tensor y = _view(x, arr) if x._mx is None else _gview(
+        x, arr, mlx().transpose(x._mx, perm))
     cdef PermuteBackward node
     if grad_enabled() and x._requires_grad:
         node = PermuteBackward.__new__(PermuteBackward)
@@ -278,7 +354,7 @@ cdef Tensor _permute(Tensor x, tuple perm):
 
 def permute(input, *dims):
     """Reorder the dims: ``permute(x, 2, 0, 1)`` or ``permute(x, (2, 0, 1))``. A view."""
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     cdef int nd = cnp.PyArray_NDIM(x._data)
     if len(dims) == 0:
         raise TypeError("permute() missing required argument 'dims'")
@@ -309,11 +385,12 @@ cdef list _tensor_list(object tensors, str op):
     if isinstance(tensors, Tensor):
         raise TypeError(f"{op}() expects a sequence of tensors, got a single Tensor")
     try:
-        ts = [_as_tensor(t) for t in tensors]
+        ts = [_as_tensor_dev(t) for t in tensors]
     except TypeError:
         raise TypeError(f"{op}() expects a sequence of tensors, got {type(tensors).__name__}") from None
     if not ts:
         raise ShapeError(f"{op}() expects a non-empty sequence of tensors")
+    _same_device(ts, op)
     return ts
 
 
@@ -336,7 +413,7 @@ cdef class CatBackward(Node):
             if self._next[i][0] is None:
                 out.append(None)
             elif self._skipped[i]:
-                out.append(_zeros_t((0,), <DType>self._dtypes[i]))
+                out.append(_zeros_like_dev((0,), <DType>self._dtypes[i], <Tensor>g))
             else:
                 idx = (slice(None),) * self._dim + (
                     slice(self._offsets[i], self._offsets[i] + self._sizes[i]),)
@@ -384,10 +461,14 @@ def cat(tensors, dim=0, *, axis=None):
                 raise ShapeError(f"cat(): sizes of tensors must match except in dimension {d}; "
                                  f"expected size {rshape[k]} but got size {s[k]} for tensor "
                                  f"number {i} in dimension {k}")
-        arrays.append(_store(t._data, dt))
+        arrays.append(_store(t._data, dt) if t._mx is None else _mx_of(t, dt))
         sizes.append(s[d])
         off += s[d]
-    cdef Tensor y = _wrap(_as_ndarray(np.concatenate(arrays, axis=d)), dt)
+    cdef Tensor y
+    if ref._mx is not None:
+        y = _wrap_mx(mlx().concatenate(arrays, axis=d), dt)
+    else:
+        y = _wrap(_as_ndarray(np.concatenate(arrays, axis=d)), dt)
     cdef CatBackward node
     if grad_enabled() and dt.is_floating_point and builtins.any(
             (<Tensor>t)._requires_grad for t in ts):
@@ -436,8 +517,11 @@ def stack(tensors, dim=0, *, axis=None):
             raise ShapeError(f"stack expects each tensor to be equal size, but got {shape} at "
                              f"entry 0 and {_shp((<Tensor>ts[i])._data)} at entry {i}")
     cdef DType dt = _promote_list(ts)
-    cdef Tensor y = _wrap(_as_ndarray(np.stack([_store((<Tensor>t)._data, dt) for t in ts],
-                                               axis=d)), dt)
+    cdef Tensor y
+    if t0._mx is not None:
+        y = _wrap_mx(mlx().stack([_mx_of(t, dt) for t in ts], axis=d), dt)
+    else:
+        y = _wrap(_as_ndarray(np.stack([_store((<Tensor>t)._data, dt) for t in ts], axis=d)), dt)
     cdef StackBackward node
     if grad_enabled() and dt.is_floating_point and builtins.any(
             (<Tensor>t)._requires_grad for t in ts):
@@ -453,7 +537,7 @@ def stack(tensors, dim=0, *, axis=None):
 
 def narrow(input, dim, start, length):
     """``input`` restricted to [start, start + length) along ``dim``. A view."""
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     cdef int nd = cnp.PyArray_NDIM(x._data)
     if nd == 0:
         raise ShapeError("narrow() cannot be applied to a 0-dim tensor")
@@ -474,7 +558,7 @@ def narrow(input, dim, start, length):
 def split(tensor, split_size_or_sections, dim=0):
     """Split into pieces of ``split_size`` (the last may be smaller) or of the given
     section sizes along ``dim``. Returns a tuple of views."""
-    cdef Tensor x = _as_tensor(tensor)
+    cdef Tensor x = _as_tensor_dev(tensor)
     cdef int nd = cnp.PyArray_NDIM(x._data)
     if nd == 0:
         raise ShapeError("split() expects at least a 1-dimensional tensor")
@@ -506,7 +590,7 @@ def split(tensor, split_size_or_sections, dim=0):
 
 def chunk(input, chunks, dim=0):
     """Split into ``chunks`` pieces of ceil(size / chunks) (possibly fewer pieces)."""
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     chunks = operator.index(chunks)
     if chunks <= 0:
         raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
@@ -530,13 +614,17 @@ cdef class FlipBackward(Node):
 
 def flip(input, dims):
     """Reverse the order of elements along ``dims`` (a copy, as in PyTorch)."""
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     cdef int nd = cnp.PyArray_NDIM(x._data)
     cdef tuple axes = _dim_list(dims, nd, "flip")
     if nd == 0:
         axes = ()
-    arr = np.flip(x._data, axes) if axes else x._data
-    cdef Tensor y = _wrap(np.array(arr, copy=True, order="C"), x._dtype)
+    cdef Tensor y
+    if x._mx is not None:
+        y = _wrap_mx(mlx().flip(x._mx, axes) if axes else x._mx, x._dtype)
+    else:
+        arr = np.flip(x._data, axes) if axes else x._data
+        y = _wrap(np.array(arr, copy=True, order="C"), x._dtype)
     cdef FlipBackward node
     if grad_enabled() and x._requires_grad:
         node = FlipBackward.__new__(FlipBackward)
@@ -558,21 +646,28 @@ cdef class RollBackward(Node):
 
 def roll(input, shifts, dims=None):
     """Roll elements along ``dims`` (of the flattened tensor if dims is None)."""
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     cdef int nd = cnp.PyArray_NDIM(x._data)
     cdef tuple sh = _int_tuple(shifts, "shifts")
     cdef object axes = None
+    cdef bint gpu = x._mx is not None
     if dims is None:
         if len(sh) != 1:
             raise ShapeError(f"roll(): with dims=None, shifts must be a single int, got {sh}")
-        arr = np.roll(x._data, sh[0])
+        if gpu:        # MLX rolls the flattened array too, keeping the shape
+            arr = mlx().roll(x._mx, sh[0]) if nd > 0 else x._mx
+        else:
+            arr = np.roll(x._data, sh[0])
     else:
         axes = tuple(_norm_dim(d, nd) for d in _int_tuple(dims, "dims"))
         if len(axes) != len(sh):
             raise ShapeError(f"roll(): shifts and dims must have the same length, got "
                              f"{len(sh)} and {len(axes)}")
-        arr = np.roll(x._data, sh, axes) if nd > 0 else np.array(x._data, copy=True)
-    cdef Tensor y = _wrap(_as_ndarray(arr), x._dtype)
+        if gpu:
+            arr = mlx().roll(x._mx, sh, axes) if nd > 0 and axes else x._mx
+        else:
+            arr = np.roll(x._data, sh, axes) if nd > 0 else np.array(x._data, copy=True)
+    cdef Tensor y = _wrap_mx(arr, x._dtype) if gpu else _wrap(_as_ndarray(arr), x._dtype)
     cdef RollBackward node
     if grad_enabled() and x._requires_grad:
         node = RollBackward.__new__(RollBackward)
@@ -617,7 +712,11 @@ cdef Tensor _tile(Tensor x, tuple reps, type node_cls):
     cdef int nd = cnp.PyArray_NDIM(x._data)
     if len(reps) < nd:
         reps = (1,) * (nd - len(reps)) + reps
-    cdef Tensor y = _wrap(_as_ndarray(np.tile(x._data, reps)), x._dtype)
+    cdef Tensor y
+    if x._mx is not None:
+        y = _wrap_mx(mlx().tile(x._mx, reps) if reps else x._mx, x._dtype)
+    else:
+        y = _wrap(_as_ndarray(np.tile(x._data, reps)), x._dtype)
     cdef TileBackward node
     if grad_enabled() and x._requires_grad:
         node = <TileBackward>node_cls.__new__(node_cls)
@@ -631,13 +730,13 @@ cdef Tensor _tile(Tensor x, tuple reps, type node_cls):
 def tile(input, dims):
     """Repeat the tensor ``dims[i]`` times along dim i (1s prepended to the shorter of
     dims and the shape)."""
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     return _tile(x, _int_tuple(dims, "dims"), TileBackward)
 
 
 def repeat(input, *sizes):
     """Tensor.repeat: like tile, but needs at least as many sizes as the input has dims."""
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     if len(sizes) == 0:
         raise TypeError("repeat() missing required argument 'sizes'")
     if len(sizes) == 1 and not isinstance(sizes[0], (int, np.integer)):
@@ -676,6 +775,31 @@ cdef object _pad_constant(object a, list lr, object value):
     return out
 
 
+cdef object _pad_constant_mx(object a, list lr, object value, DType dt):
+    """_pad_constant on an MLX array: crop the negative amounts (a slice), then mx.pad
+    the positive ones with ``value`` (as NumPy's fill would, cast to the dtype)."""
+    m = mlx()
+    shape = a.shape
+    crop = []
+    pos = []
+    for d in range(len(shape)):
+        l, r = lr[d]
+        n = shape[d]
+        if n + l + r < 0:
+            raise ShapeError(f"pad(): the padded size of dimension {d} would be {n + l + r} "
+                             f"(size {n}, padding ({l}, {r}))")
+        s0 = builtins.max(-l, 0)
+        s1 = builtins.max(n - builtins.max(-r, 0), s0)
+        crop.append(slice(s0, s1))
+        pos.append((builtins.max(l, 0), builtins.max(r, 0)))
+    if builtins.any(c.start != 0 or c.stop != shape[i] for i, c in enumerate(crop)):
+        a = a[tuple(crop)]
+    if builtins.any(p != (0, 0) for p in pos):
+        fill = np.full((), value, dtype=dt.numpy_dtype)      # NumPy's cast of the value
+        a = m.pad(a, pos, constant_values=m.array(fill, dtype=mx_dtype(dt)))
+    return a
+
+
 cdef list _pad_pairs(tuple pad, int nd):
     if len(pad) % 2 != 0:
         raise ShapeError(f"pad(): padding length must be even, got {len(pad)}")
@@ -703,7 +827,7 @@ _PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 def pad(input, pad, mode="constant", value=0):
     """torch.nn.functional.pad: ``pad`` = (last-dim before, last-dim after, next-to-last
     before, ...). Modes constant (negative amounts crop), reflect, replicate, circular."""
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     cdef tuple p = _int_tuple(pad, "pad")
     cdef int nd = cnp.PyArray_NDIM(x._data)
     cdef list lr = _pad_pairs(p, nd)
@@ -712,7 +836,10 @@ def pad(input, pad, mode="constant", value=0):
     if mode == "constant":
         if value is None:
             value = 0
-        y = _wrap(_as_ndarray(_pad_constant(x._data, lr, value)), x._dtype)
+        if x._mx is not None:
+            y = _wrap_mx(_pad_constant_mx(x._mx, lr, value, x._dtype), x._dtype)
+        else:
+            y = _wrap(_as_ndarray(_pad_constant(x._data, lr, value)), x._dtype)
         if grad_enabled() and x._requires_grad:
             node = PadBackward.__new__(PadBackward)
             node._next = (_edge(x),)
@@ -737,6 +864,11 @@ def pad(input, pad, mode="constant", value=0):
 
 # -- indexing -----------------------------------------------------------------------------
 
+cdef inline bint _is_mx(object v):
+    """An mlx.core array (a gpu index, as kept in an index converted for the gpu)."""
+    return type(v).__module__.startswith("mlx")
+
+
 cdef object _index_component(object it):
     """One index entry -> what NumPy indexing takes; sets nothing. Returns (value, advanced)."""
     if it is None or it is Ellipsis or isinstance(it, slice):
@@ -745,6 +877,17 @@ cdef object _index_component(object it):
         return bool(it), True
     if isinstance(it, (int, np.integer)):
         return int(it), False
+    if _is_mx(it):          # already converted (a node's saved index)
+        return it, True
+    if isinstance(it, Tensor) and (<Tensor>it)._mx is not None:
+        # A gpu index stays an MLX array (its values are never read on the host, except
+        # a 0-d integer, which is a plain int as on the CPU).
+        if not (<Tensor>it)._dtype.is_floating_point:
+            if (<Tensor>it)._dtype is not bool_ and cnp.PyArray_NDIM((<Tensor>it)._data) == 0:
+                return int((<Tensor>it)._mx.item()), False
+            return (<Tensor>it)._mx, True
+        raise IndexError("tensors used as indices must be long, int or bool tensors, got "
+                         f"dtype {(<Tensor>it)._dtype}")
     if isinstance(it, Tensor):
         a = (<Tensor>it)._data
     elif isinstance(it, (list, np.ndarray)):
@@ -794,6 +937,88 @@ cdef tuple _convert_index(object index):
     return tuple(out), adv
 
 
+cdef void _check_host_index(tuple idx) except *:
+    """A cpu tensor can't be indexed with a gpu tensor (as PyTorch)."""
+    for v in idx:
+        if _is_mx(v):
+            raise LucidError("indices should be either on cpu or on the same device as the "
+                             "indexed tensor (cpu): got a gpu index tensor for a cpu tensor; "
+                             "move one with .gpu() or .cpu()")
+
+
+cdef tuple _gpu_index(Tensor self, tuple idx, str what):
+    """A converted index (see _convert_index) made ready for indexing self's MLX array:
+    the dims each entry applies to are checked on the host (host integer arrays: bounds;
+    host boolean masks: shape, then np.nonzero, as NumPy does), gpu integer indices are
+    bounds-checked with one small evaluation. A gpu boolean mask (its result size depends
+    on its values) and a Python bool raise."""
+    m = mlx()
+    shape = _shp(self._data)
+    cdef int nd = len(shape), used = 0, k = 0
+    for v in idx:
+        if v is None or v is Ellipsis:
+            continue
+        if isinstance(v, bool):
+            raise LucidError(f"{what} with a Python bool index is not supported on the gpu "
+                             "device; use None (a new dim) or an integer index")
+        if isinstance(v, np.ndarray) and (<cnp.ndarray>v).dtype.kind == "b":
+            used += (<cnp.ndarray>v).ndim
+        elif _is_mx(v) and v.dtype == m.bool_:
+            raise LucidError(
+                f"{what} with a boolean mask tensor is not supported on the gpu device: the "
+                "result's size depends on the mask's values, which MLX can't do lazily. Use "
+                "lucid.where(mask, ...), or index with the mask on the cpu (mask.cpu(), whose "
+                "values are then known on the host)")
+        else:
+            used += 1
+    if used > nd:
+        raise IndexError(f"too many indices for tensor of dimension {nd} (got {used})")
+    out = []
+    for v in idx:
+        if v is None:
+            out.append(None)
+        elif v is Ellipsis:
+            out.append(Ellipsis)
+            k += nd - used
+        elif isinstance(v, slice):
+            out.append(v)
+            k += 1
+        elif isinstance(v, int):
+            n = shape[k]
+            if v < -n or v >= n:
+                raise IndexError(f"index {v} is out of bounds for dimension {k} with size {n}")
+            out.append(v)
+            k += 1
+        elif isinstance(v, np.ndarray):
+            if (<cnp.ndarray>v).dtype.kind == "b":
+                mshape = (<object>v).shape
+                if mshape != shape[k:k + len(mshape)]:
+                    raise IndexError(f"the shape of the mask {mshape} does not match the shape "
+                                     f"{shape[k:k + len(mshape)]} of the indexed tensor at "
+                                     f"dimension {k}")
+                for a in np.nonzero(v):
+                    out.append(m.array(a.astype(np.int64)))
+                k += len(mshape)
+            else:
+                n = shape[k]
+                if v.size and (v.min() < -n or v.max() >= n):
+                    bad = v.min() if v.min() < -n else v.max()
+                    raise IndexError(f"index {bad} is out of bounds for dimension {k} with size {n}")
+                out.append(m.array(v))
+                k += 1
+        else:           # a gpu integer index
+            n = shape[k]
+            if v.size:
+                lo = m.min(v).item()
+                hi = m.max(v).item()
+                if lo < -n or hi >= n:
+                    raise IndexError(f"index {lo if lo < -n else hi} is out of bounds for "
+                                     f"dimension {k} with size {n}")
+            out.append(v)
+            k += 1
+    return tuple(out)
+
+
 cdef class IndexBackward(Node):
     """Backward of indexing: the gradient scattered into zeros of the input's shape
     (accumulating over repeated advanced indices)."""
@@ -803,7 +1028,7 @@ cdef class IndexBackward(Node):
     cdef readonly bint advanced
 
     def grad_formula_impl(self, g):
-        cdef Tensor z = _zeros_t(self._in_shape, (<Tensor>g)._dtype)
+        cdef Tensor z = _zeros_like_dev(self._in_shape, (<Tensor>g)._dtype, <Tensor>g)
         _index_put(z, self._idx, self.advanced, g, True)
         return z
 
@@ -814,12 +1039,20 @@ def _getitem(Tensor self not None, index):
     cdef tuple idx
     cdef bint adv
     idx, adv = _convert_index(index)
-    arr = self._data[idx]
     cdef Tensor y
-    if adv:
-        y = _wrap(_as_ndarray(arr), self._dtype)
+    if self._mx is not None:
+        if adv:
+            y = _wrap_mx(self._mx[_gpu_index(self, idx, "indexing")], self._dtype)
+        else:         # NumPy on the shape-only array: the checks and the view's shape
+            arr = self._data[idx]
+            y = _gview(self, arr, self._mx[_gpu_index(self, idx, "indexing")])
     else:
-        y = _view(self, arr)
+        _check_host_index(idx)
+        arr = self._data[idx]
+        if adv:
+            y = _wrap(_as_ndarray(arr), self._dtype)
+        else:
+            y = _view(self, arr)
     cdef IndexBackward node
     if grad_enabled() and self._requires_grad:
         node = IndexBackward.__new__(IndexBackward)
@@ -863,34 +1096,47 @@ cdef class IndexPutBackward(Node):
 cdef void _index_put(Tensor self, tuple idx, bint adv, object value, bint accumulate) except *:
     """``self[idx] = value`` (or ``+=``, accumulating over repeated indices), in place."""
     cdef Tensor vt = None
+    cdef bint gpu = self._mx is not None
     if isinstance(value, Tensor):
         vt = <Tensor>value
+        if (vt._mx is not None) != gpu:
+            raise _devices_error("index_put_")
         vdata = vt._data
     elif _is_scalar(value):
         vdata = value.item() if isinstance(value, np.generic) else value
     else:
         vt = _as_tensor(value)
         vdata = vt._data
+        if gpu:             # host data (a list, an array): one copy to the gpu
+            vt = to_device(vt, True)
     cdef bint recording = grad_enabled() and self._dtype.is_floating_point and (
         self._requires_grad or (vt is not None and vt._requires_grad))
     if grad_enabled() and self._requires_grad and self._grad_fn is None:
         raise LucidError(
             "a leaf tensor that requires grad is being used in an in-place operation "
             "(index assignment); wrap it in `with lucid.no_grad():`")
-    if recording and _is_view(self):
+    if gpu:
+        _check_gpu_write(self, "index assignment")
+    elif recording and _is_view(self):
         raise LucidError(
             "index assignment into a view (a tensor sharing memory with another, e.g. x[0], "
             "x.T or x.squeeze()) can't be tracked by autograd: assign through the base tensor "
             "(x[0, i] = v instead of x[0][i] = v) or clone() the view first")
-    if not cnp.PyArray_ISWRITEABLE(self._data):
+    if not gpu and not cnp.PyArray_ISWRITEABLE(self._data):
         raise LucidError("this tensor's memory is read-only (e.g. a NumPy array marked "
                          "non-writeable or a broadcast view); clone() it first")
     if vt is not None and not self._dtype.is_floating_point and vt._dtype.is_floating_point:
         raise UnsupportedDTypeError(
             f"index assignment of a {vt._dtype} value into a {self._dtype} tensor; cast it first")
     cdef tuple e_self = _edge(self) if recording else _NO_EDGE
+    if gpu:
+        _index_put_mx(self, _gpu_index(self, idx, "index assignment"), vt, vdata, accumulate)
+    else:
+        _check_host_index(idx)
     try:
-        if accumulate and adv:
+        if gpu:
+            pass
+        elif accumulate and adv:
             np.add.at(self._data, idx, vdata)      # repeated indices accumulate
         elif accumulate:
             self._data[idx] += vdata
@@ -899,7 +1145,7 @@ cdef void _index_put(Tensor self, tuple idx, bint adv, object value, bint accumu
     except ValueError as e:
         raise ShapeError(f"index assignment: {e}") from None
     self._bump()
-    _invalidate_views(self, self._data if adv else self._data[idx])
+    _invalidate_views(self, self._data if adv or gpu else self._data[idx])
     cdef IndexPutBackward node
     if recording:
         node = IndexPutBackward.__new__(IndexPutBackward)
@@ -911,6 +1157,26 @@ cdef void _index_put(Tensor self, tuple idx, bint adv, object value, bint accumu
             node._val_shape = _shp(vt._data)
             node._val_dtype = vt._dtype
         _set_history(self, node)
+
+
+cdef void _index_put_mx(Tensor self, tuple mi, Tensor vt, object vdata, bint accumulate) except *:
+    """The gpu step of _index_put: MLX arrays are immutable, so self's array is replaced
+    by the updated one (an indexed add accumulates over repeated indices)."""
+    m = mlx()
+    mdt = mx_dtype(self._dtype)
+    if vt is not None:
+        v = vt._mx if vt._mx.dtype == mdt else vt._mx.astype(mdt)
+    else:          # a scalar, cast as NumPy's assignment casts it
+        v = m.array(np.array(vdata).astype(self._dtype.numpy_dtype), dtype=mdt)
+    try:
+        if accumulate:
+            new = self._mx.at[mi].add(v)
+        else:
+            new = m.array(self._mx)        # a new handle: self's old array stays as it was
+            new[mi] = v
+    except ValueError as e:
+        raise ShapeError(f"index assignment: {e}") from None
+    self._mx = new
 
 
 def _setitem(Tensor self not None, index, value):
@@ -942,7 +1208,7 @@ def index_put_(input, indices, values, accumulate=False):
 # -- gather / scatter_add / index_select -------------------------------------------------
 
 cdef Tensor _index_tensor(object index, str op):
-    cdef Tensor it = _as_tensor(index)
+    cdef Tensor it = _as_tensor_dev(index)
     if it._dtype is not int64 and it._dtype is not int32:
         raise UnsupportedDTypeError(f"{op}(): expected an int64 index tensor, got {it._dtype}")
     return it
@@ -974,6 +1240,22 @@ cdef object _gather_arr(object a, int d, object idx):
     return np.take_along_axis(src, idx, axis=d)
 
 
+cdef object _gather_mx(object a, int d, object idx):
+    ishape = idx.shape
+    src = a[tuple(slice(None) if k == d else slice(0, ishape[k]) for k in range(len(ishape)))]
+    return mlx().take_along_axis(src, idx, axis=d)
+
+
+cdef object _scatter_add_mx(object z, int d, object idx, object src):
+    """_scatter_add_arr on MLX arrays: returns the new array (an indexed add, repeated
+    indices accumulating)."""
+    m = mlx()
+    ishape = idx.shape
+    full = [m.array(a) for a in np.indices(ishape, sparse=True)]
+    full[d] = idx
+    return z.at[tuple(full)].add(src[tuple(slice(0, s) for s in ishape)])
+
+
 cdef void _scatter_add_arr(object z, int d, object idx, object src) except *:
     ishape = np.shape(idx)
     full = list(np.indices(ishape, sparse=True))
@@ -992,14 +1274,15 @@ cdef class GatherBackward(Node):
         return [self._index]
 
     def grad_formula_impl(self, g, index):
-        return (scatter_add(_zeros_t(self._in_shape, (<Tensor>g)._dtype), self._dim, index, g),
-                None)
+        return (scatter_add(_zeros_like_dev(self._in_shape, (<Tensor>g)._dtype, <Tensor>g),
+                            self._dim, index, g), None)
 
 
 def gather(input, dim, index):
     """out[i][j][k] = input[index[i][j][k]][j][k] (for dim 0); out has index's shape."""
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     cdef Tensor it = _index_tensor(index, "gather")
+    cdef bint gpu = _same_device([x, it], "gather")
     cdef int nd = cnp.PyArray_NDIM(x._data)
     if nd == 0:
         _norm_dim(dim, 0)
@@ -1009,8 +1292,13 @@ def gather(input, dim, index):
     cdef int d = _norm_dim(dim, nd)
     shape = _shp(x._data)
     _check_index_shape(_shp(it._data), shape, d, False, "input", "gather")
-    _check_bounds(it._data, shape[d], d, "gather")
-    cdef Tensor y = _wrap(_as_ndarray(_gather_arr(x._data, d, it._data)), x._dtype)
+    cdef Tensor y
+    if gpu:
+        _check_bounds_mx(it._mx, shape[d], d, "gather")
+        y = _wrap_mx(_gather_mx(x._mx, d, it._mx), x._dtype)
+    else:
+        _check_bounds(it._data, shape[d], d, "gather")
+        y = _wrap(_as_ndarray(_gather_arr(x._data, d, it._data)), x._dtype)
     cdef GatherBackward node
     if grad_enabled() and x._requires_grad:
         node = GatherBackward.__new__(GatherBackward)
@@ -1053,9 +1341,10 @@ cdef class ScatterAddBackward(Node):
 def scatter_add(input, dim, index, src):
     """A copy of input with src[i][j][k] added at [index[i][j][k]][j][k] (dim 0), repeated
     indices accumulating."""
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     cdef Tensor it = _index_tensor(index, "scatter_add")
-    cdef Tensor s = _as_tensor(src)
+    cdef Tensor s = _as_tensor_dev(src)
+    cdef bint gpu = _same_device([x, it, s], "scatter_add")
     cdef int nd = cnp.PyArray_NDIM(x._data)
     if nd == 0:
         _norm_dim(dim, 0)
@@ -1069,10 +1358,15 @@ def scatter_add(input, dim, index, src):
     ishape = _shp(it._data)
     _check_index_shape(ishape, shape, d, False, "input", "scatter_add")
     _check_index_shape(ishape, _shp(s._data), d, True, "src", "scatter_add")
-    _check_bounds(it._data, shape[d], d, "scatter_add")
-    out = np.array(x._data, copy=True, order="C")
-    _scatter_add_arr(out, d, it._data, s._data)
-    cdef Tensor y = _wrap(out, x._dtype)
+    cdef Tensor y
+    if gpu:
+        _check_bounds_mx(it._mx, shape[d], d, "scatter_add")
+        y = _wrap_mx(_scatter_add_mx(x._mx, d, it._mx, s._mx), x._dtype)
+    else:
+        _check_bounds(it._data, shape[d], d, "scatter_add")
+        out = np.array(x._data, copy=True, order="C")
+        _scatter_add_arr(out, d, it._data, s._data)
+        y = _wrap(out, x._dtype)
     cdef ScatterAddBackward node
     if grad_enabled() and x._dtype.is_floating_point and (x._requires_grad or s._requires_grad):
         node = ScatterAddBackward.__new__(ScatterAddBackward)
@@ -1096,16 +1390,20 @@ cdef class IndexSelectBackward(Node):
         return [self._index]
 
     def grad_formula_impl(self, g, index):
-        cdef Tensor z = _zeros_t(self._in_shape, (<Tensor>g)._dtype)
-        idx = np.array((<Tensor>index)._data, dtype=np.int64).reshape(-1)
+        cdef Tensor z = _zeros_like_dev(self._in_shape, (<Tensor>g)._dtype, <Tensor>g)
+        if (<Tensor>index)._mx is not None:
+            idx = (<Tensor>index)._mx.reshape(-1)
+        else:
+            idx = np.array((<Tensor>index)._data, dtype=np.int64).reshape(-1)
         _index_put(z, (slice(None),) * self._dim + (idx,), True, g, True)
         return (z, None)
 
 
 def index_select(input, dim, index):
     """The entries of input at ``index`` (1-d) along ``dim``."""
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     cdef Tensor it = _index_tensor(index, "index_select")
+    cdef bint gpu = _same_device([x, it], "index_select")
     if cnp.PyArray_NDIM(it._data) > 1:
         raise ShapeError(f"index_select(): index must be 1-d, got shape {_shp(it._data)}")
     cdef int nd = cnp.PyArray_NDIM(x._data)
@@ -1115,9 +1413,15 @@ def index_select(input, dim, index):
                        cnp.PyArray_NDIM(it._data) else ())
     cdef int d = _norm_dim(dim, nd)
     shape = _shp(x._data)
-    idx = it._data.reshape(-1)
-    _check_bounds(idx, shape[d], d, "index_select")
-    cdef Tensor y = _wrap(_as_ndarray(np.take(x._data, idx, axis=d)), x._dtype)
+    cdef Tensor y
+    if gpu:
+        idx = it._mx.reshape(-1)
+        _check_bounds_mx(idx, shape[d], d, "index_select")
+        y = _wrap_mx(mlx().take(x._mx, idx, axis=d), x._dtype)
+    else:
+        idx = it._data.reshape(-1)
+        _check_bounds(idx, shape[d], d, "index_select")
+        y = _wrap(_as_ndarray(np.take(x._data, idx, axis=d)), x._dtype)
     cdef IndexSelectBackward node
     if grad_enabled() and x._requires_grad:
         node = IndexSelectBackward.__new__(IndexSelectBackward)
@@ -1140,7 +1444,7 @@ def _m_repeat(self, *sizes):
 
 
 def _m_t(self):
-    cdef Tensor x = _as_tensor(self)
+    cdef Tensor x = _as_tensor_dev(self)
     if cnp.PyArray_NDIM(x._data) > 2:
         raise ShapeError(f"t() expects a tensor with <= 2 dimensions, but self is "
                          f"{cnp.PyArray_NDIM(x._data)}D")
@@ -1154,7 +1458,7 @@ def _m_reshape(self, *shape):
 def _m_view(self, *shape):
     """``x.view(shape)``: always a view sharing x's memory, as PyTorch; a layout that
     would need a copy raises (a silent copy would make writes through it vanish)."""
-    cdef Tensor x = _as_tensor(self)
+    cdef Tensor x = _as_tensor_dev(self)
     shape = _size_args(shape)
     try:
         np.reshape(x._data, shape, copy=False)
@@ -1174,7 +1478,7 @@ def _m_expand(self, *sizes):
 
 
 def _m_expand_as(self, other):
-    return expand(self, _shp((<Tensor>_as_tensor(other))._data))
+    return expand(self, _shp((<Tensor>_as_tensor_dev(other))._data))
 
 
 for _fn in (flatten, squeeze, unsqueeze, transpose, flip, roll, tile, gather, scatter_add,
