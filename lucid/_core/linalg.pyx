@@ -1,4 +1,5 @@
-"""The linalg family: matmul, dot, outer through NumPy's BLAS."""
+"""The linalg family: matmul, dot, outer through NumPy's BLAS on the cpu, MLX's matmul
+and outer on the gpu (the same nodes on both devices)."""
 cimport numpy as cnp
 
 import numpy as np
@@ -114,17 +115,64 @@ cdef class OuterBackward(PairBackward):
 _S_matmul._bind(MatmulBackward)
 _S_dot._bind(DotBackward)
 _S_outer._bind(OuterBackward)
+for _s in (_S_matmul, _S_dot, _S_outer):      # _pair() hands gpu operands to MLX
+    (<OpSchema>_s).gpu = True
+
+
+cdef object _mm_mx(object a, object b, DType dt):
+    """matmul of two MLX arrays of ``dt``. MLX multiplies floating arrays only; integer
+    and bool products are summed from a broadcast element-wise product (exact, in int64
+    as NumPy; bool as NumPy's logical or of ands)."""
+    m = mlx()
+    va, vb = a.ndim == 1, b.ndim == 1
+    sa, sb = tuple(a.shape), tuple(b.shape)          # (wraparound is off: no [-1])
+    if sa[len(sa) - 1] == 0 and sb[0 if vb else len(sb) - 2] == 0:
+        # MLX 0.32 leaves a product over an empty inner dim uninitialised: zeros
+        shape = m.matmul(m.zeros(a.shape, dtype=m.float32), m.zeros(b.shape, dtype=m.float32)).shape
+        return m.zeros(shape, dtype=mx_dtype(dt))
+    if dt.is_floating_point:
+        return m.matmul(a, b)
+    A = a.reshape(1, -1) if va else a
+    B = b.reshape(-1, 1) if vb else b
+    if A.shape[A.ndim - 1] != B.shape[B.ndim - 2]:
+        m.matmul(A.astype(m.float32), B.astype(m.float32))    # MLX's own shape error
+    ai = A.astype(m.int64)
+    bi = B.astype(m.int64)
+    r = m.sum(m.expand_dims(ai, -1) * m.expand_dims(bi, -3), axis=-2)
+    if va:
+        r = m.squeeze(r, -2)
+    if vb:
+        r = m.squeeze(r, -1)
+    return r != 0 if dt.code == DT_BOOL else r.astype(mx_dtype(dt))
+
+
+cdef object _pair_mx(OpSchema s, Tensor a, Tensor b, DType dt):
+    """The gpu forward of matmul / dot / outer, both operands cast to ``dt``."""
+    m = mlx()
+    if (a._mx is None) != (b._mx is None):
+        raise LucidError(f"Expected all tensors to be on the same device, but lucid.{s.name}() "
+                         f"got tensors on {a.device} and {b.device}; move one with .gpu() "
+                         "or .cpu()")
+    xa, xb = _mx_of(a, dt), _mx_of(b, dt)
+    if s is _S_outer:
+        return m.outer(xa, xb)
+    return _mm_mx(xa, xb, dt)
 
 
 cdef Tensor _pair(OpSchema s, Tensor a, Tensor b):
     """Run a pair op in the promoted dtype and record its node."""
     cdef DType dt = dtype_of_code(_promote2(a._dtype.code, b._dtype.code))
+    cdef Tensor y
     try:
-        r = s.cpu.run2(_store(a._data, dt), _store(b._data, dt), dt, None)
+        if a._mx is not None or b._mx is not None:
+            r = _pair_mx(s, a, b, dt)
+            y = _wrap_mx(r if r.dtype == mx_dtype(dt) else r.astype(mx_dtype(dt)), dt)
+        else:
+            r = s.cpu.run2(_store(a._data, dt), _store(b._data, dt), dt, None)
+            y = _wrap(_as_ndarray(r), dt)
     except ValueError as e:
         raise ShapeError(f"{s.name}: shapes {_shp(a._data)} and {_shp(b._data)} cannot be "
                          f"multiplied: {e}") from None
-    cdef Tensor y = _wrap(_as_ndarray(r), dt)
     if grad_enabled() and dt.is_floating_point and (a._requires_grad or b._requires_grad):
         record(s, y, (a, b), None)
     return y
@@ -133,8 +181,8 @@ cdef Tensor _pair(OpSchema s, Tensor a, Tensor b):
 def matmul(input, other):
     """Matrix product with NumPy's matmul semantics: 1-d operands are vectors, dims
     beyond the last two are batch dims and broadcast."""
-    cdef Tensor a = _as_tensor(input)
-    cdef Tensor b = _as_tensor(other)
+    cdef Tensor a = _as_tensor_dev(input)
+    cdef Tensor b = _as_tensor_dev(other)
     if cnp.PyArray_NDIM(a._data) == 0 or cnp.PyArray_NDIM(b._data) == 0:
         raise ShapeError(f"both arguments to matmul need to be at least 1D, but they are "
                          f"{cnp.PyArray_NDIM(a._data)}D and {cnp.PyArray_NDIM(b._data)}D")
@@ -149,8 +197,8 @@ cdef void _check_1d(Tensor a, Tensor b, str op) except *:
 
 def dot(input, other):
     """Inner product of two 1-d tensors of the same length."""
-    cdef Tensor a = _as_tensor(input)
-    cdef Tensor b = _as_tensor(other)
+    cdef Tensor a = _as_tensor_dev(input)
+    cdef Tensor b = _as_tensor_dev(other)
     _check_1d(a, b, "dot")
     if _shp(a._data)[0] != _shp(b._data)[0]:
         raise ShapeError(f"dot(): inconsistent tensor size, expected tensor [{_shp(a._data)[0]}] "
@@ -165,8 +213,8 @@ def inner(input, other):
 
 def outer(input, vec2):
     """Outer product of two 1-d tensors: out[i, j] = input[i] * vec2[j]."""
-    cdef Tensor a = _as_tensor(input)
-    cdef Tensor b = _as_tensor(vec2)
+    cdef Tensor a = _as_tensor_dev(input)
+    cdef Tensor b = _as_tensor_dev(vec2)
     _check_1d(a, b, "outer")
     return _pair(_S_outer, a, b)
 

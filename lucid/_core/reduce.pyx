@@ -183,6 +183,80 @@ cdef Py_ssize_t _count(Tensor x, tuple axes):
     return n
 
 
+# -- the gpu device --------------------------------------------------------------------
+# A gpu tensor (x._mx is not None) is reduced by the matching mlx.core function, in the
+# dtype the CPU path computes in (passed explicitly: MLX would otherwise turn float64
+# into float32 and sum bools into int32); the node recorded is the CPU path's, and the
+# engine runs its graph-mode formula on gpu gradients. Values of a gpu tensor are never
+# read from x._data (it only carries shape and dtype).
+
+cdef inline object _ax(tuple axes):
+    """lucid's normalised axes as MLX's axis argument: None (all) or a list ([] for a
+    0-d input, whose dim 0 is the tensor itself)."""
+    return None if axes is None else list(axes)
+
+
+cdef inline DType _acc(DType dt):
+    """The dtype a reduction computes in: float16 goes through float32, as on the CPU."""
+    return float32 if dt is float16 else dt
+
+
+cdef object _mxa(Tensor x, DType dt):
+    """x's MLX array in ``dt``."""
+    return x._mx if x._dtype is dt else x._mx.astype(mx_dtype(dt))
+
+
+cdef Tensor _out_mx(object r, DType dt):
+    """A new gpu tensor of ``dt`` around the MLX result ``r`` (cast if needed)."""
+    md = mx_dtype(dt)
+    return _wrap_mx(r if r.dtype == md else r.astype(md), dt)
+
+
+cdef object _mx_squeeze(object r, tuple in_shape, tuple axes):
+    """A keepdims=True MLX result with the reduced axes dropped."""
+    return r.reshape(tuple(n for i, n in enumerate(in_shape) if not (axes is None or i in axes)))
+
+
+cdef object _mx_sum(Tensor x, DType dt, tuple axes, bint keepdim):
+    """MLX's sum of x (in ``dt``) over ``axes``. MLX 0.32 returns an uninitialised value
+    for the sum of an empty array over all axes (and 0 for its prod, False for all), so a
+    reduction of an empty tensor is built from the identity instead (see _mx_identity)."""
+    if cnp.PyArray_SIZE(x._data) == 0:
+        return _mx_identity(x, axes, keepdim, 0, dt)
+    return mlx().sum(_mxa(x, dt), axis=_ax(axes), keepdims=keepdim)
+
+
+cdef object _mx_identity(Tensor x, tuple axes, bint keepdim, object value, DType dt):
+    """The result of reducing the empty tensor x over ``axes``: ``value`` (the reduction's
+    identity) in every element of the output shape."""
+    shape = _shp(x._data)
+    if keepdim:
+        out = _keepdim_shape(shape, axes)
+    else:
+        out = tuple(n for i, n in enumerate(shape) if not (axes is None or i in axes))
+    return mlx().full(out, value, dtype=mx_dtype(dt))
+
+
+cdef object _mx_exp(object a):
+    """mx.exp, to float64 accuracy for float64 arrays: MLX 0.32's float64 exp on the CPU
+    is only float32-accurate (5e-7 relative), its log is exact to 1 ulp, so one Newton
+    step on log(y) = x (second order in the error) restores it. Non-finite steps (exp
+    under- or overflowing, nan) keep MLX's value."""
+    m = mlx()
+    y = m.exp(a)
+    if a.dtype != m.float64:
+        return y
+    e = a - m.log(y)
+    return m.where(m.isfinite(e), y + y * (e + 0.5 * e * e), y)
+
+
+cdef bint _has_zero(Tensor x) except -1:
+    """Whether x holds a zero (a gpu tensor is evaluated for it)."""
+    if x._mx is not None:
+        return bool(mlx().any(x._mx == 0).item())
+    return bool(np.any(x._data == 0))
+
+
 # -- sum and mean ----------------------------------------------------------------------
 
 cdef cnp.ndarray _fill_new(tuple shape, cnp.ndarray g):
@@ -269,7 +343,11 @@ def _sum(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None
         out_dt = x._dtype
     else:
         out_dt = int64
-    cdef Tensor y = _wrap(_sum_array(x._data, axes, keepdim, out_dt), out_dt)
+    cdef Tensor y
+    if x._mx is not None:
+        y = _out_mx(_mx_sum(x, _acc(out_dt), axes, keepdim), out_dt)
+    else:
+        y = _wrap(_sum_array(x._data, axes, keepdim, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_sum, y, (x,), (axes, keepdim))
     return y
@@ -279,7 +357,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None
     """Mean over ``dim`` (int, tuple, or None for all). Needs a floating dtype, as in PyTorch."""
     dim = _np_alias("mean", "dim", dim, None, "axis", axis)
     keepdim = _np_alias("mean", "keepdim", keepdim, False, "keepdims", keepdims)
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     cdef DType out_dt = as_dtype(dtype) if dtype is not None else x._dtype
     if not out_dt.is_floating_point:
         raise UnsupportedDTypeError(
@@ -287,10 +365,17 @@ def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None
             f"dtype, got {x._dtype}; pass dtype=lucid.float32 or convert the input")
     cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
     cdef Py_ssize_t count = _count(x, axes)
-    s = _sum_array(x._data, axes, keepdim, float32 if out_dt is float16 else out_dt)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        m = _as_ndarray(np.true_divide(s, s.dtype.type(count) if count else s.dtype.type(0)))
-    cdef Tensor y = _wrap(m.astype(out_dt.numpy_dtype, copy=False), out_dt)
+    cdef Tensor y
+    if x._mx is not None:
+        mx_ = mlx()
+        acc = mx_dtype(_acc(out_dt))
+        s = _mx_sum(x, _acc(out_dt), axes, keepdim)
+        y = _out_mx(s / mx_.array(count, dtype=acc), out_dt)       # 0 / 0 = nan, as on the CPU
+    else:
+        s = _sum_array(x._data, axes, keepdim, float32 if out_dt is float16 else out_dt)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            m = _as_ndarray(np.true_divide(s, s.dtype.type(count) if count else s.dtype.type(0)))
+        y = _wrap(m.astype(out_dt.numpy_dtype, copy=False), out_dt)
     if _recording(x):
         record(_S_mean, y, (x,), (axes, keepdim))
     return y
@@ -323,11 +408,29 @@ cdef class ProdBackward(ReduceBackward):
                        if _shp(_as_ndarray(r)) != self._in_shape else r, self._in_dtype),)
 
     def grad_formula_impl(self, g, x, y):
-        if bool(np.any((<Tensor>x)._data == 0)):
+        if _has_zero(<Tensor>x):
+            if (<Tensor>x)._mx is not None and not grad_enabled():
+                return self._gpu_exact(g, x)
             raise LucidError("graph-mode (create_graph=True) backward of prod is not "
                              "supported when the input contains zeros")
         axis = self._axes[0] if self._axes else None
         return self._k(g) * (prod(x, axis, True) if axis is not None else prod(x)) / x
+
+    cdef object _gpu_exact(self, Tensor g, Tensor x):
+        """The gpu's first derivative when x holds zeros (the engine runs it with grad
+        mode off): g times the product of the elements before and after each one, from
+        MLX's exclusive cumulative products (as the CPU's eager kernel)."""
+        m = mlx()
+        a = x._mx
+        axis = self._axes[0] if self._axes else None
+        if axis is None:
+            a = a.reshape(-1)
+            axis = 0
+        others = m.cumprod(a, axis=axis, inclusive=False) * m.cumprod(
+            a, axis=axis, reverse=True, inclusive=False)
+        gk = g._mx if self._keepdim else g._mx.reshape(_keepdim_shape(self._in_shape, self._axes))
+        r = gk * others.reshape(self._in_shape)
+        return _out_mx(m.broadcast_to(r, self._in_shape), self._in_dtype)
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
@@ -340,9 +443,17 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None
     cdef tuple axes = None if dim is None else (_norm_dim(dim, cnp.PyArray_NDIM(x._data)),)
     if cnp.PyArray_NDIM(x._data) == 0:
         axes = None            # dim 0 of a 0-d tensor is the tensor itself, as PyTorch
-    r = np.multiply.reduce(_compute_arr(x), axis=axes, keepdims=keepdim,
-                           dtype=np.float32 if out_dt is float16 else out_dt.numpy_dtype)
-    cdef Tensor y = _wrap(_store(r, out_dt), out_dt)
+    cdef Tensor y
+    if x._mx is not None:
+        if cnp.PyArray_SIZE(x._data) == 0:
+            y = _out_mx(_mx_identity(x, axes, keepdim, 1, _acc(out_dt)), out_dt)
+        else:
+            y = _out_mx(mlx().prod(_mxa(x, _acc(out_dt)), axis=_ax(axes), keepdims=keepdim),
+                        out_dt)
+    else:
+        r = np.multiply.reduce(_compute_arr(x), axis=axes, keepdims=keepdim,
+                               dtype=np.float32 if out_dt is float16 else out_dt.numpy_dtype)
+        y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_prod, y, (x,), (axes, keepdim))
     return y
@@ -372,12 +483,18 @@ cdef Tensor _amax(object input, object dim, bint keepdim, bint is_max, OpSchema 
         raise IndexError(f"{s.name}(): Expected reduction dim "
                          f"{'(all)' if axes is None else [a for a in axes if _shp(x._data)[a] == 0][0]}"
                          " to have non-zero size.")
-    r = _kernel_reduce(LR_MAX if is_max else LR_MIN, x._data, axes, keepdim, False)
-    if r is not None:
-        r = r[0]
+    cdef Tensor y
+    if x._mx is not None:
+        m = mlx()
+        y = _out_mx((m.max if is_max else m.min)(x._mx, axis=_ax(axes), keepdims=keepdim),
+                    x._dtype)
     else:
-        r = (np.max if is_max else np.min)(x._data, axis=axes, keepdims=keepdim)
-    cdef Tensor y = _wrap(_store(r, x._dtype), x._dtype)
+        r = _kernel_reduce(LR_MAX if is_max else LR_MIN, x._data, axes, keepdim, False)
+        if r is not None:
+            r = r[0]
+        else:
+            r = (np.max if is_max else np.min)(x._data, axis=axes, keepdims=keepdim)
+        y = _wrap(_store(r, x._dtype), x._dtype)
     if _recording(x):
         record(s, y, (x,), (axes, keepdim))
     return y
@@ -403,11 +520,22 @@ cdef class MaxBackward(AmaxBackward):
     keeps the indices (an ndarray: nothing to version), the full one x and the result."""
     schema_v1 = _S_max
     cdef cnp.ndarray _indices
+    cdef object _mx_indices      # on the gpu: the indices as an MLX array (keepdim shape)
 
     cdef list _saved_list(self):
-        return [] if self._indices is not None else ReduceBackward._saved_list(self)
+        if self._indices is not None or self._mx_indices is not None:
+            return []
+        return ReduceBackward._saved_list(self)
 
     def grad_formula_impl(self, g, x, y):
+        cdef int d
+        if self._mx_indices is not None:
+            m = mlx()
+            d = self._axes[0]
+            at = [1] * len(self._in_shape)
+            at[d] = self._in_shape[d]
+            hit = m.arange(self._in_shape[d], dtype=m.int64).reshape(at) == self._mx_indices
+            return ops.where(_wrap_mx(hit, bool_), self._k(g), 0.0)
         if self._indices is None:
             return AmaxBackward.grad_formula_impl(self, g, x, y)
         mask = np.zeros(self._in_shape, dtype=bool)
@@ -428,19 +556,33 @@ cdef object _max_min(object input, object dim, bint keepdim, bint is_max):
     cdef Tensor x = prepare(s, input)
     cdef int d = _norm_dim(dim, cnp.PyArray_NDIM(x._data))
     if cnp.PyArray_NDIM(x._data) == 0:
+        if x._mx is not None:
+            return ValuesIndices(ops.clone(x), _wrap_mx(mlx().zeros((), dtype=mx_dtype(int64)),
+                                                        int64))
         return ValuesIndices(ops.clone(x), _wrap(np.zeros((), dtype=np.int64), int64))
     if _shp(x._data)[d] == 0:
         raise IndexError(f"{s.name}(): Expected reduction dim {d} to have non-zero size.")
-    r = _kernel_reduce(LR_MAX if is_max else LR_MIN, x._data, (d,), True, True)
-    if r is not None:
-        vals, idx = r
+    cdef Tensor y, ind
+    idx_mx = None
+    if x._mx is not None:
+        m = mlx()
+        idx_mx = (m.argmax if is_max else m.argmin)(x._mx, axis=d, keepdims=True).astype(
+            mx_dtype(int64))
+        vals = m.take_along_axis(x._mx, idx_mx, axis=d)
+        y = _wrap_mx(vals if keepdim else m.squeeze(vals, axis=d), x._dtype)
+        ind = _wrap_mx(idx_mx if keepdim else m.squeeze(idx_mx, axis=d), int64)
+        idx = None
     else:
-        idx = (np.argmax if is_max else np.argmin)(x._data, axis=d, keepdims=True)
-        vals = np.take_along_axis(x._data, idx, axis=d)
-    if not keepdim:
-        vals = np.squeeze(vals, axis=d)
-    cdef Tensor y = _wrap(_as_ndarray(vals), x._dtype)
-    cdef Tensor ind = _wrap(_as_ndarray(idx if keepdim else np.squeeze(idx, axis=d)), int64)
+        r = _kernel_reduce(LR_MAX if is_max else LR_MIN, x._data, (d,), True, True)
+        if r is not None:
+            vals, idx = r
+        else:
+            idx = (np.argmax if is_max else np.argmin)(x._data, axis=d, keepdims=True)
+            vals = np.take_along_axis(x._data, idx, axis=d)
+        if not keepdim:
+            vals = np.squeeze(vals, axis=d)
+        y = _wrap(_as_ndarray(vals), x._dtype)
+        ind = _wrap(_as_ndarray(idx if keepdim else np.squeeze(idx, axis=d)), int64)
     cdef MaxBackward node
     if _recording(x):
         node = <MaxBackward>_new_node(MaxBackward if is_max else MinBackward)
@@ -450,6 +592,7 @@ cdef object _max_min(object input, object dim, bint keepdim, bint is_max):
         node._keepdim = keepdim
         node._in_dtype = x._dtype
         node._indices = idx
+        node._mx_indices = idx_mx
         _set_history(y, node)
     return ValuesIndices(y, ind)
 
@@ -477,6 +620,8 @@ cdef Tensor _arg(object input, object dim, bint keepdim, bint is_max):
         raise IndexError(f"{'argmax' if is_max else 'argmin'}(): Expected reduction dim to "
                          "have non-zero size.")
     cdef int op = LR_MAX if is_max else LR_MIN
+    if x._mx is not None:
+        return _arg_mx(x, dim, keepdim, is_max)
     if dim is None:
         k = _kernel_reduce(op, x._data, None, False, True)
         r = k[1] if k is not None else _as_ndarray(f(x._data)).astype(np.int64)
@@ -486,6 +631,23 @@ cdef Tensor _arg(object input, object dim, bint keepdim, bint is_max):
     if k is not None:
         return _wrap(<cnp.ndarray>k[1], int64)
     return _wrap(_as_ndarray(f(x._data, axis=d, keepdims=keepdim)).astype(np.int64), int64)
+
+
+cdef Tensor _arg_mx(Tensor x, object dim, bint keepdim, bint is_max):
+    """argmax / argmin of a gpu tensor (MLX's, which picks the first of tied extremes
+    and a nan as the extreme, as NumPy and PyTorch)."""
+    m = mlx()
+    f = m.argmax if is_max else m.argmin
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    a = x._mx
+    if dim is None:
+        r = f(a.reshape(-1)) if nd else m.zeros((), dtype=m.uint32)
+        if keepdim:
+            r = r.reshape((1,) * nd)
+    else:
+        d = _norm_dim(dim, nd)
+        r = f(a, axis=d, keepdims=keepdim) if nd else m.zeros((), dtype=m.uint32)
+    return _out_mx(r, int64)
 
 
 def argmax(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
@@ -540,12 +702,27 @@ cdef object _var_std(object input, object dim, object unbiased, bint keepdim, ob
     cdef double denom = <double>_count(x, axes) - float(correction)
     if denom < 0:
         denom = 0
-    a = _compute_arr(x)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        m = np.mean(a, axis=axes, keepdims=True)
-        v = np.sum((a - m) ** 2, axis=axes, keepdims=keepdim) / a.dtype.type(denom)
-        r = np.sqrt(v) if is_std else v
-    cdef Tensor y = _wrap(_store(r, x._dtype), x._dtype)
+    cdef Tensor y
+    if x._mx is not None:
+        # Two passes as on the CPU (the mean, then the squared deviations): more
+        # accurate than E[x^2] - E[x]^2. N - correction <= 0 divides by 0 (inf / nan).
+        mx_ = mlx()
+        cdt = mx_dtype(_acc(x._dtype))
+        a = _mxa(x, _acc(x._dtype))
+        if cnp.PyArray_SIZE(x._data) == 0:
+            v = _mx_identity(x, axes, keepdim, np.nan, _acc(x._dtype))
+        else:
+            mu = mx_.sum(a, axis=_ax(axes), keepdims=True) / mx_.array(_count(x, axes), dtype=cdt)
+            v = mx_.sum(mx_.square(a - mu), axis=_ax(axes), keepdims=keepdim) / mx_.array(
+                denom, dtype=cdt)
+        y = _out_mx(mx_.sqrt(v) if is_std else v, x._dtype)
+    else:
+        a = _compute_arr(x)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            m = np.mean(a, axis=axes, keepdims=True)
+            v = np.sum((a - m) ** 2, axis=axes, keepdims=keepdim) / a.dtype.type(denom)
+            r = np.sqrt(v) if is_std else v
+        y = _wrap(_store(r, x._dtype), x._dtype)
     cdef Node node
     if _recording(x):
         node = record(s, y, (x,), (axes, keepdim))
@@ -592,6 +769,24 @@ def logsumexp(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
         raise TypeError("logsumexp() missing required argument 'dim' (or axis)")
     cdef Tensor x = prepare(_S_logsumexp, input)
     cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
+    cdef Tensor y
+    if x._mx is not None:
+        mx_ = mlx()
+        a = _mxa(x, _acc(x._dtype))
+        if cnp.PyArray_SIZE(x._data) == 0:      # log(0) = -inf over an empty dim
+            r = _mx_identity(x, axes, keepdim, -np.inf, _acc(x._dtype))
+        else:
+            # As the CPU path: shifted by the max (0 where the max is not finite); not
+            # mx.logsumexp, whose float64 result is float32-accurate (MLX's exp).
+            mxm = mx_.max(a, axis=_ax(axes), keepdims=True)
+            mxm = mx_.where(mx_.isfinite(mxm), mxm, mx_.zeros_like(mxm))
+            r = mx_.log(mx_.sum(_mx_exp(a - mxm), axis=_ax(axes), keepdims=True)) + mxm
+            if not keepdim:
+                r = _mx_squeeze(r, _shp(x._data), axes)
+        y = _out_mx(r, x._dtype)
+        if _recording(x):
+            record(_S_logsumexp, y, (x,), (axes, keepdim))
+        return y
     a = x._data
     k = _kernel_reduce(LR_LSE, a, axes, keepdim, False)
     if k is not None:
@@ -604,7 +799,7 @@ def logsumexp(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
         if not keepdim:
             r = r.reshape(tuple(s for i, s in enumerate(_shp(a))
                                 if not (axes is None or i in axes)))
-    cdef Tensor y = _wrap(_store(r, x._dtype), x._dtype)
+    y = _wrap(_store(r, x._dtype), x._dtype)
     if _recording(x):
         record(_S_logsumexp, y, (x,), (axes, keepdim))
     return y
@@ -632,6 +827,35 @@ cdef class NormBackward(ReduceBackward):
         return ops.where(yk == 0, 0.0, gk * x * ops.abs(x) ** (p - 2) / safe ** (p - 1))
 
 
+cdef object _norm_mx(Tensor x, double pv, tuple axes, bint keepdim):
+    """The p-norm of a gpu tensor, composed from MLX reductions as the CPU path."""
+    m = mlx()
+    cdt = mx_dtype(_acc(x._dtype))
+    a = m.abs(_mxa(x, _acc(x._dtype)))
+    ax = _ax(axes)
+    if cnp.PyArray_SIZE(x._data) == 0:
+        if pv == -np.inf:
+            raise ValueError("norm(): p=-inf of an empty tensor has no value (a min over "
+                             "no elements)")
+        return _mx_identity(x, axes, keepdim, 0, _acc(x._dtype))
+    if pv == np.inf:
+        return m.max(a, axis=ax, keepdims=keepdim)
+    if pv == -np.inf:
+        return m.min(a, axis=ax, keepdims=keepdim)
+    if pv == 0:
+        return m.sum((a != 0).astype(cdt), axis=ax, keepdims=keepdim)
+    if pv == 1:
+        return m.sum(a, axis=ax, keepdims=keepdim)
+    if pv == 2:
+        scale = m.max(a, axis=ax, keepdims=True)            # no overflow in x*x
+        safe = m.where(scale == 0, m.array(1, dtype=cdt), scale)
+        r = m.sqrt(m.sum(m.square(a / safe), axis=ax, keepdims=True)) * safe
+        r = m.where(scale == np.inf, scale, r)              # inf / inf would give nan
+        return r if keepdim else _mx_squeeze(r, _shp(x._data), axes)
+    return m.power(m.sum(m.power(a, m.array(pv, dtype=cdt)), axis=ax, keepdims=keepdim),
+                   m.array(1.0 / pv, dtype=cdt))
+
+
 def norm(input, p="fro", dim=None, keepdim=False, *, axis=None, keepdims=None):
     """Vector p-norm over ``dim`` (all elements by default); "fro" is p = 2."""
     dim = _np_alias("norm", "dim", dim, None, "axis", axis)
@@ -645,6 +869,12 @@ def norm(input, p="fro", dim=None, keepdim=False, *, axis=None, keepdims=None):
     else:
         pv = float(p)
     cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
+    cdef Tensor y
+    if x._mx is not None:
+        y = _out_mx(_norm_mx(x, pv, axes, keepdim), x._dtype)
+        if _recording(x):
+            (<NormBackward>record(_S_norm, y, (x,), (axes, keepdim)))._p = pv
+        return y
     a = _as_ndarray(np.abs(_compute_arr(x)))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if pv == np.inf:
@@ -664,7 +894,7 @@ def norm(input, p="fro", dim=None, keepdim=False, *, axis=None, keepdims=None):
                 r = r.reshape(tuple(s for i, s in enumerate(_shp(a)) if not (axes is None or i in axes)))
         else:
             r = np.sum(a ** pv, axis=axes, keepdims=keepdim) ** (1.0 / pv)
-    cdef Tensor y = _wrap(_store(r, x._dtype), x._dtype)
+    y = _wrap(_store(r, x._dtype), x._dtype)
     if _recording(x):
         (<NormBackward>record(_S_norm, y, (x,), (axes, keepdim)))._p = pv
     return y
@@ -692,10 +922,15 @@ def cumsum(input, dim=None, *, dtype=None, axis=None):
     cdef int d = _norm_dim(dim, cnp.PyArray_NDIM(x._data))
     cdef DType out_dt = as_dtype(dtype) if dtype is not None else (
         x._dtype if x._dtype.is_floating_point else int64)
-    a = _compute_arr(x)
-    r = np.cumsum(a, axis=d if a.ndim else None,
-                  dtype=np.float32 if out_dt is float16 else out_dt.numpy_dtype).reshape(_shp(a))
-    cdef Tensor y = _wrap(_store(r, out_dt), out_dt)
+    cdef Tensor y
+    if x._mx is not None:
+        a = _mxa(x, _acc(out_dt))
+        y = _out_mx(mlx().cumsum(a, axis=d) if cnp.PyArray_NDIM(x._data) else a, out_dt)
+    else:
+        a = _compute_arr(x)
+        r = np.cumsum(a, axis=d if a.ndim else None,
+                      dtype=np.float32 if out_dt is float16 else out_dt.numpy_dtype).reshape(_shp(a))
+        y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_cumsum, y, (x,), ((d,), True))
     return y
@@ -726,7 +961,9 @@ cdef class CumprodBackward(ReduceBackward):
         return (_store(np.moveaxis(excl * s, 0, d), self._in_dtype),)
 
     def grad_formula_impl(self, g, x, y):
-        if bool(np.any((<Tensor>x)._data == 0)):
+        if _has_zero(<Tensor>x):
+            if (<Tensor>x)._mx is not None and not grad_enabled():
+                return self._gpu_exact(g, x)
             raise LucidError("graph-mode (create_graph=True) backward of cumprod is not "
                              "supported when the input contains zeros")
         d = self._axes[0]
@@ -734,6 +971,28 @@ cdef class CumprodBackward(ReduceBackward):
             return g
         gy = g * y
         return (_sum(gy, d, True) - cumsum(gy, d) + gy) / x
+
+    cdef object _gpu_exact(self, Tensor g, Tensor x):
+        """The gpu's first derivative when x holds zeros (grad mode off), the recurrence
+        of the CPU's eager kernel in MLX ops: grad_i = (prod_{k<i} x_k) S_i with
+        S_i = g_i + x_{i+1} S_{i+1}."""
+        m = mlx()
+        cdef int d = self._axes[0]
+        if len(self._in_shape) == 0:
+            return g
+        xm = m.moveaxis(x._mx, d, 0)
+        gm = m.moveaxis(g._mx, d, 0)
+        n = self._in_shape[d]
+        if n == 0:
+            return _out_mx(m.zeros_like(x._mx), self._in_dtype)
+        excl = m.cumprod(xm, axis=0, inclusive=False)
+        acc = gm[n - 1]
+        parts = [acc]
+        for i in range(n - 2, -1, -1):
+            acc = gm[i] + xm[i + 1] * acc
+            parts.append(acc)
+        parts.reverse()
+        return _out_mx(m.moveaxis(excl * m.stack(parts, axis=0), 0, d), self._in_dtype)
 
 
 def cumprod(input, dim=None, *, dtype=None, axis=None):
@@ -745,10 +1004,15 @@ def cumprod(input, dim=None, *, dtype=None, axis=None):
     cdef int d = _norm_dim(dim, cnp.PyArray_NDIM(x._data))
     cdef DType out_dt = as_dtype(dtype) if dtype is not None else (
         x._dtype if x._dtype.is_floating_point else int64)
-    a = _compute_arr(x)
-    r = np.cumprod(a, axis=d if a.ndim else None,
-                   dtype=np.float32 if out_dt is float16 else out_dt.numpy_dtype).reshape(_shp(a))
-    cdef Tensor y = _wrap(_store(r, out_dt), out_dt)
+    cdef Tensor y
+    if x._mx is not None:
+        a = _mxa(x, _acc(out_dt))
+        y = _out_mx(mlx().cumprod(a, axis=d) if cnp.PyArray_NDIM(x._data) else a, out_dt)
+    else:
+        a = _compute_arr(x)
+        r = np.cumprod(a, axis=d if a.ndim else None,
+                       dtype=np.float32 if out_dt is float16 else out_dt.numpy_dtype).reshape(_shp(a))
+        y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_cumprod, y, (x,), ((d,), True))
     return y
@@ -772,15 +1036,35 @@ cdef class LogSoftmaxBackward(ReduceBackward):
         return g - ops.exp(y) * _sum(g, self._axes[0], True)
 
 
+cdef object _softmax_mx(Tensor x, int d, bint log):
+    """(log_)softmax of a gpu tensor along ``d``: x - max, then exp and the row sum, as
+    the CPU path (a row holding +inf, or only -inf, gives nan there too)."""
+    m = mlx()
+    a = _mxa(x, _acc(x._dtype))
+    if cnp.PyArray_SIZE(x._data) == 0:
+        return a
+    ax = d if cnp.PyArray_NDIM(x._data) else None
+    z = a - m.max(a, axis=ax, keepdims=True)
+    e = _mx_exp(z)
+    ssum = m.sum(e, axis=ax, keepdims=True)
+    return z - m.log(ssum) if log else e / ssum
+
+
 cdef Tensor _softmax(object input, object dim, object dtype, bint log):
     cdef OpSchema s = _S_log_softmax if log else _S_softmax
-    cdef Tensor x = _as_tensor(input)
+    cdef Tensor x = _as_tensor_dev(input)
     if dtype is not None:
         x = to_dtype(x, as_dtype(dtype), False)
     x = prepare(s, x)
     if dim is None:
         raise TypeError(f"{s.name}() needs dim (PyTorch's implicit dim choice is deprecated)")
     cdef int d = _norm_dim(dim, cnp.PyArray_NDIM(x._data))
+    cdef Tensor y
+    if x._mx is not None:
+        y = _out_mx(_softmax_mx(x, d, log), x._dtype)
+        if _recording(x):
+            record(s, y, (x,), ((d,), True))
+        return y
     a = x._data
     ax = d if a.ndim else None
     k = _kernel_reduce(LR_LOGSOFTMAX if log else LR_SOFTMAX, a, (d,), True, False) \
@@ -796,7 +1080,7 @@ cdef Tensor _softmax(object input, object dim, object dtype, bint log):
             e = np.exp(z)
             ssum = np.sum(e, axis=ax, keepdims=True)
             r = z - np.log(ssum) if log else e / ssum
-    cdef Tensor y = _wrap(_store(r, x._dtype), x._dtype)
+    y = _wrap(_store(r, x._dtype), x._dtype)
     if _recording(x):
         record(s, y, (x,), ((d,), True))
     return y
@@ -822,6 +1106,10 @@ def _all(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     keepdim = _np_alias("all", "keepdim", keepdim, False, "keepdims", keepdims)
     cdef Tensor x = prepare(_S_all, input)
     cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
+    if x._mx is not None:
+        if cnp.PyArray_SIZE(x._data) == 0:
+            return _out_mx(_mx_identity(x, axes, keepdim, True, bool_), bool_)
+        return _out_mx(mlx().all(x._mx, axis=_ax(axes), keepdims=keepdim), bool_)
     return _wrap(_as_ndarray(np.all(x._data, axis=axes, keepdims=keepdim)), bool_)
 
 
@@ -831,6 +1119,10 @@ def _any(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     keepdim = _np_alias("any", "keepdim", keepdim, False, "keepdims", keepdims)
     cdef Tensor x = prepare(_S_any, input)
     cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
+    if x._mx is not None:
+        if cnp.PyArray_SIZE(x._data) == 0:
+            return _out_mx(_mx_identity(x, axes, keepdim, False, bool_), bool_)
+        return _out_mx(mlx().any(x._mx, axis=_ax(axes), keepdims=keepdim), bool_)
     return _wrap(_as_ndarray(np.any(x._data, axis=axes, keepdims=keepdim)), bool_)
 
 
@@ -838,6 +1130,12 @@ for _node in (SumBackward, MeanBackward, ProdBackward, AmaxBackward, AminBackwar
               MinBackward, VarBackward, StdBackward, LogsumexpBackward, NormBackward,
               CumsumBackward, CumprodBackward, SoftmaxBackward, LogSoftmaxBackward):
     _node.schema_v1._bind(_node)
+
+# Every reduction runs on the gpu: its function above branches on x._mx itself.
+for _s in (_S_sum, _S_mean, _S_prod, _S_amax, _S_amin, _S_max, _S_min, _S_argmax, _S_argmin,
+           _S_var, _S_std, _S_logsumexp, _S_norm, _S_cumsum, _S_cumprod, _S_softmax,
+           _S_log_softmax, _S_all, _S_any):
+    (<OpSchema>_s).gpu = True
 
 for _name, _fn_name, _method in REDUCTION_EXPORTS:
     export(globals()[_fn_name], _name, method=_method)
