@@ -693,6 +693,8 @@ def astype(self, dtype, copy=True):
 
 
 def _array_interface(self):
+    if self.device == "gpu":     # NumPy then tries __array__, which says what to do
+        raise AttributeError("a gpu tensor has no __array_interface__; use .cpu()")
     return self.numpy().__array_interface__
 
 
@@ -701,7 +703,7 @@ def tensor_deepcopy(self, memo):
     if self.grad_fn is not None:
         raise LucidError("only leaf tensors (created by the user, not by an op) support "
                          "deepcopy; detach() it first")
-    new = lucid.tensor(self.detach().numpy(), dtype=self.dtype)   # copies
+    new = lucid.tensor(self.detach().numpy(), dtype=self.dtype, device=self.device)   # copies
     new.requires_grad_(self.requires_grad)
     if self.grad is not None:
         new.grad = _copy.deepcopy(self.grad, memo)
@@ -719,6 +721,9 @@ def tensor_dlpack(self, *, stream=None, max_version=None, dl_device=None, copy=N
     if self.requires_grad:
         raise LucidError("can't export a tensor that requires grad through DLPack (the "
                          "gradient would be lost); use t.detach().__dlpack__()")
+    if self.device == "gpu":
+        raise BufferError("a gpu tensor does not export DLPack; use t.cpu().__dlpack__() "
+                          "(or MLX's own exporter)")
     if dl_device is not None and tuple(dl_device)[0] != _KDLCPU:
         raise BufferError(f"lucid tensors live on the CPU; cannot export to device {dl_device}")
     kw = {k: v for k, v in (("max_version", max_version), ("copy", copy)) if v is not None}

@@ -275,6 +275,7 @@ cdef object _depend_on_input(Node node, object r):
             or node._next[0][0] is None:
         return r
     t = _wrap((<Tensor>r)._data, (<Tensor>r)._dtype)     # never the caller's tensor
+    t._mx = (<Tensor>r)._mx
     c = <ConstantGradBackward>_new_node(ConstantGradBackward)
     c._next = (node._next[0],)
     _set_history(t, c)
