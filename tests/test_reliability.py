@@ -430,3 +430,36 @@ def test_argmax_argmin_of_bool_as_numpy():
         for d in (0, 1, -1):
             assert fn(lucid.tensor(a), d).tolist() == ref(a, axis=d).tolist()
             assert fn(lucid.tensor(a), d, True).tolist() == ref(a, axis=d, keepdims=True).tolist()
+
+
+def test_clamp_rejects_non_numeric_bounds_by_name():
+    for kw in (dict(min="a"), dict(max=b"x"), dict(min=0.0, max=object())):
+        arg = [k for k, v in kw.items() if not isinstance(v, float)][0]
+        with pytest.raises(TypeError, match=f"clamp\\(\\): {arg} must be a number"):
+            lucid.clamp(lucid.ones(2), **kw)
+    got = lucid.clamp(lucid.tensor([-2.0, 0.5, 3.0]), min=np.float32(0), max=1)
+    assert got.tolist() == torch.clamp(torch.tensor([-2.0, 0.5, 3.0]), 0, 1).tolist()
+
+
+def test_one_hot_rejects_out_of_range_classes_as_torch():
+    F = lucid.nn.functional
+    for vals, n in (([-1], 3), ([3], 3), ([0, 5], 2)):
+        with pytest.raises(RuntimeError):
+            torch.nn.functional.one_hot(torch.tensor(vals), n)
+        with pytest.raises(ValueError, match="one_hot"):
+            F.one_hot(lucid.tensor(vals), n)
+    for vals, n in (([0, 2, 1], 3), ([1, 0], -1)):
+        assert F.one_hot(lucid.tensor(vals), n).tolist() == \
+            torch.nn.functional.one_hot(torch.tensor(vals), n).tolist()
+
+
+def test_diagonal_writes_raise_rather_than_vanish():
+    # torch's diagonal is a view (writes reach the input); lucid's is a copy, so a write
+    # through it must raise, never be silently lost.
+    a = lucid.zeros(3, 3)
+    d = a.diagonal()
+    with pytest.raises(lucid.LucidError):
+        d.fill_(7.0)
+    assert a.tolist() == torch.zeros(3, 3).tolist()
+    assert lucid.diagonal(lucid.arange(9.0).reshape(3, 3), 1).tolist() == \
+        torch.diagonal(torch.arange(9.0).reshape(3, 3), 1).tolist()
