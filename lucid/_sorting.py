@@ -826,8 +826,9 @@ def div(input, other, *, rounding_mode=None):
     a = _arr(input).astype(dt) if isinstance(input, Tensor) else np.asarray(input).astype(dt)
     b = _arr(other).astype(dt) if isinstance(other, Tensor) else np.asarray(other).astype(dt)
     if dt.kind in "iub":
-        if np.any(b == 0):
-            raise ZeroDivisionError("ZeroDivisionError")
+        if np.any(b == 0) and np.broadcast(a, b).size:     # an empty result divides nothing
+            raise ZeroDivisionError(f"div(rounding_mode={rounding_mode!r}): integer division "
+                                    "by zero")
         if dt == np.bool_:
             dt = np.dtype(np.int64)
             a, b = a.astype(dt), b.astype(dt)

@@ -184,6 +184,7 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
     if d1 == d2:
         raise ValueError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     arr = np.diagonal(x.numpy(force=True), offset, d1, d2).copy()
+    arr.flags.writeable = False     # a copy (torch's is a view): writes raise, never vanish
     return _record(DiagonalBackward, _wrap(arr, x.dtype), (x,), (), (x.shape, offset, d1, d2))
 
 

@@ -281,3 +281,185 @@ def test_clear_errors():
         lucid.exp(np.array(["2020-01-01"], dtype="datetime64[D]"))
     with pytest.raises(TypeError):
         lucid.exp(np.array([object()]))
+
+
+# -- fuzz findings: activations at +-inf, integer dtypes, integer pow and division -----------
+
+# torch gives nan at +-inf for these (x / (1 + |x|), x * sigmoid(x) = -inf * 0, ...); lucid
+# gives the limit, which is what torch computes at the largest finite float64 inputs.
+INF_LIMIT_ROWS = ["softsign", "silu", "gelu", "mish", "hardswish"]
+
+
+def _torch_at_huge(name, sign):
+    """torch's value and gradient of ``name`` at sign * 1e300 in float64: the limits."""
+    xt = torch.tensor([sign * 1e300], dtype=torch.float64, requires_grad=True)
+    y = getattr(torch.nn.functional, name)(xt)
+    y.backward(torch.ones_like(y))
+    y = float(y.detach())
+    return (math.copysign(math.inf, y) if abs(y) >= 1e300 else y), float(xt.grad)   # x -> inf
+
+
+@pytest.mark.parametrize("name", INF_LIMIT_ROWS)
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_activations_at_infinity_give_the_limits(name, dtype):
+    fn = getattr(lucid, name)
+    for sign in (1.0, -1.0):
+        want_y, want_g = _torch_at_huge(name, sign)
+        assert math.isfinite(want_g)
+        x = lucid.tensor([sign * math.inf, 1.0], dtype=getattr(lucid, dtype), requires_grad=True)
+        y = fn(x)
+        got = float(y[0])
+        assert got == want_y and math.copysign(1, got) == math.copysign(1, want_y), \
+            (name, dtype, sign, got, want_y)
+        y.backward(gradient=lucid.ones_like(y))
+        assert float(x.grad[0]) == want_g, (name, dtype, sign, float(x.grad[0]), want_g)
+        # graph mode (create_graph=True) runs the row's formula, not the fused kernel
+        x2 = lucid.tensor([sign * math.inf, 1.0], dtype=getattr(lucid, dtype), requires_grad=True)
+        (g,) = lucid.autograd.grad(fn(x2).sum(), x2, create_graph=True)
+        assert float(g[0]) == want_g, (name, dtype, sign, "graph", float(g[0]), want_g)
+
+
+@pytest.mark.parametrize("name", ["silu", "gelu", "mish"])
+def test_graph_mode_gradient_formulas_match_torch_second_derivatives(name):
+    vals = [-800.0, -50.0, -3.0, -0.5, 0.0, 0.7, 3.0, 50.0, 800.0]
+    x = lucid.tensor(vals, dtype=lucid.float64, requires_grad=True)
+    (g,) = lucid.autograd.grad(getattr(lucid, name)(x).sum(), x, create_graph=True)
+    (h,) = lucid.autograd.grad(g.sum(), x)
+    xt = torch.tensor(vals, dtype=torch.float64, requires_grad=True)
+    (gt,) = torch.autograd.grad(getattr(torch.nn.functional, name)(xt).sum(), xt, create_graph=True)
+    (ht,) = torch.autograd.grad(gt.sum(), xt)
+    np.testing.assert_allclose(g.detach().numpy(), gt.detach().numpy(), rtol=1e-12, atol=1e-300)
+    fin = np.isfinite(ht.numpy())       # torch's mish'' at 800 is inf * 0 = nan; it is 0
+    assert np.isfinite(h.detach().numpy()).all()
+    np.testing.assert_allclose(h.detach().numpy()[fin], ht.numpy()[fin], rtol=1e-10, atol=1e-300)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_hardswish_gradient_kinks_as_torch(dtype):
+    vals = [-4.0, -3.0, -2.5, 0.0, 2.5, 3.0, 4.0]
+    x = lucid.tensor(vals, dtype=getattr(lucid, dtype), requires_grad=True)
+    lucid.hardswish(x).sum().backward()
+    xt = torch.tensor(vals, dtype=getattr(torch, dtype), requires_grad=True)
+    torch.nn.functional.hardswish(xt).sum().backward()
+    assert x.grad.tolist() == xt.grad.tolist()
+    x2 = lucid.tensor(vals, dtype=getattr(lucid, dtype), requires_grad=True)
+    (g,) = lucid.autograd.grad(lucid.hardswish(x2).sum(), x2, create_graph=True)
+    assert g.tolist() == xt.grad.tolist()
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "bool"])
+def test_relu6_of_integers_keeps_the_dtype_as_torch(dtype):
+    vals = [-2**31 + 1, -7, 0, 3, 6, 7, 123456789] if dtype != "bool" else [True, False]
+    tt = torch.tensor(vals, dtype=getattr(torch, dtype))
+    lt = lucid.tensor(vals, dtype=getattr(lucid, dtype + ("_" if dtype == "bool" else "")))
+    try:
+        want = torch.nn.functional.relu6(tt)
+    except RuntimeError:                # torch refuses bool
+        with pytest.raises(TypeError):
+            lucid.relu6(lt)
+        return
+    got = lucid.relu6(lt)
+    assert str(got.dtype).split(".")[1] == str(want.dtype).split(".")[1]
+    assert got.tolist() == want.tolist()
+
+
+def _same_outcome(lucid_call, torch_call):
+    """Both raise, or both give the same dtype and values."""
+    try:
+        want = torch_call()
+    except RuntimeError as e:
+        with pytest.raises((lucid.LucidError, ZeroDivisionError, ValueError)):
+            lucid_call()
+        return str(e)
+    got = lucid_call()
+    assert str(got.dtype).split(".")[1] == str(want.dtype).split(".")[1]
+    assert got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_integer_pow_as_torch(dtype):
+    base = [-3, -2, -1, 0, 1, 2, 3, 7]
+    expo = [-1, -2, -3, -1, -5, -1, 2, 3]
+    L = lambda v: lucid.tensor(v, dtype=getattr(lucid, dtype))   # noqa: E731
+    T = lambda v: torch.tensor(v, dtype=getattr(torch, dtype))   # noqa: E731
+    _same_outcome(lambda: lucid.pow(L(base), L(expo)), lambda: torch.pow(T(base), T(expo)))
+    _same_outcome(lambda: L(base) ** L(expo), lambda: T(base) ** T(expo))
+    _same_outcome(lambda: lucid.pow(L(base), L(-2)), lambda: torch.pow(T(base), T(-2)))   # 0-d
+    for s in (2, 1, -1, 0, True):
+        _same_outcome(lambda: lucid.pow(s, L(expo)), lambda: torch.pow(s, T(expo)))
+        _same_outcome(lambda: s ** L(expo), lambda: s ** T(expo))
+    _same_outcome(lambda: lucid.pow(L([[1, 2]]), L([[-1], [2]])),
+                  lambda: torch.pow(T([[1, 2]]), T([[-1], [2]])))            # broadcast
+    for e in (-1, -2, 0, 3):     # a negative Python scalar exponent raises, even when empty
+        for b in (base, []):
+            _same_outcome(lambda: lucid.pow(L(b), e), lambda: torch.pow(T(b), e))
+            _same_outcome(lambda: L(b) ** e, lambda: T(b) ** e)
+    msg = _same_outcome(lambda: lucid.pow(L(base), -1), lambda: torch.pow(T(base), -1))
+    with pytest.raises(lucid.LucidError, match="negative integer powers"):
+        lucid.pow(L(base), -1)
+    assert msg
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("op", ["fmod", "remainder", "floor_divide", "div_trunc", "div_floor"])
+def test_integer_division_by_zero_of_an_empty_tensor_is_empty(op, dtype):
+    def fns(mod):
+        if op.startswith("div_"):
+            return lambda a, b: mod.div(a, b, rounding_mode=op[4:])
+        return getattr(mod, op)
+    lf, tf = fns(lucid), fns(torch)
+    L = lambda v: lucid.tensor(v, dtype=getattr(lucid, dtype))   # noqa: E731
+    T = lambda v: torch.tensor(v, dtype=getattr(torch, dtype))   # noqa: E731
+    for a, b in (([], 0), ([], [0]), ([], [1, 0, 2]), ([[5, 7]], [0, 1]), ([5, 7], 0),
+                 ([5, -7], [2, 3])):
+        lb = b if isinstance(b, int) else L(b)
+        tb = b if isinstance(b, int) else T(b)
+        if isinstance(b, list) and b and not a:
+            z = np.zeros((0, len(b)), dtype)
+            la, ta = lucid.from_numpy(z), torch.from_numpy(z)
+        else:
+            la, ta = L(a), T(a)
+        _same_outcome(lambda: lf(la, lb), lambda: tf(ta, tb))
+
+
+def test_argmax_argmin_of_bool_as_numpy():
+    a = np.array([[False, True, True], [False, False, False], [True, False, True]])
+    for name in ("argmax", "argmin"):
+        fn, ref = getattr(lucid, name), getattr(np, name)
+        assert int(fn(lucid.tensor(a))) == int(ref(a))
+        for d in (0, 1, -1):
+            assert fn(lucid.tensor(a), d).tolist() == ref(a, axis=d).tolist()
+            assert fn(lucid.tensor(a), d, True).tolist() == ref(a, axis=d, keepdims=True).tolist()
+
+
+def test_clamp_rejects_non_numeric_bounds_by_name():
+    for kw in (dict(min="a"), dict(max=b"x"), dict(min=0.0, max=object())):
+        arg = [k for k, v in kw.items() if not isinstance(v, float)][0]
+        with pytest.raises(TypeError, match=f"clamp\\(\\): {arg} must be a number"):
+            lucid.clamp(lucid.ones(2), **kw)
+    got = lucid.clamp(lucid.tensor([-2.0, 0.5, 3.0]), min=np.float32(0), max=1)
+    assert got.tolist() == torch.clamp(torch.tensor([-2.0, 0.5, 3.0]), 0, 1).tolist()
+
+
+def test_one_hot_rejects_out_of_range_classes_as_torch():
+    F = lucid.nn.functional
+    for vals, n in (([-1], 3), ([3], 3), ([0, 5], 2)):
+        with pytest.raises(RuntimeError):
+            torch.nn.functional.one_hot(torch.tensor(vals), n)
+        with pytest.raises(ValueError, match="one_hot"):
+            F.one_hot(lucid.tensor(vals), n)
+    for vals, n in (([0, 2, 1], 3), ([1, 0], -1)):
+        assert F.one_hot(lucid.tensor(vals), n).tolist() == \
+            torch.nn.functional.one_hot(torch.tensor(vals), n).tolist()
+
+
+def test_diagonal_writes_raise_rather_than_vanish():
+    # torch's diagonal is a view (writes reach the input); lucid's is a copy, so a write
+    # through it must raise, never be silently lost.
+    a = lucid.zeros(3, 3)
+    d = a.diagonal()
+    with pytest.raises(lucid.LucidError):
+        d.fill_(7.0)
+    assert a.tolist() == torch.zeros(3, 3).tolist()
+    assert lucid.diagonal(lucid.arange(9.0).reshape(3, 3), 1).tolist() == \
+        torch.diagonal(torch.arange(9.0).reshape(3, 3), 1).tolist()

@@ -275,6 +275,7 @@ cdef enum:
     _PLAIN = 0          # NumPy's ufunc as it is (add, sub, mul)
     _IEEE = 1           # x/0, (-1)**0.5, ...: IEEE results (inf, nan), not warnings, as PyTorch
     _INT_DIVISION = 2   # fmod, remainder: integer division by zero raises
+    _POW = 3            # pow: IEEE for floats, PyTorch's rule for integer negative powers
 
 
 cdef class BinaryCPU(Kernel):
@@ -304,10 +305,42 @@ cdef class BinaryCPU(Kernel):
                 raise UnsupportedDTypeError("subtraction of two bool tensors is not supported; "
                                             "use logical_xor or ~")
             return self.ufunc(a, b)
-        if self.kind == _INT_DIVISION and not dt.is_floating_point and np.any(np.asarray(b) == 0):
+        if self.kind == _INT_DIVISION and not dt.is_floating_point and np.any(np.asarray(b) == 0) \
+                and _bsize(a, b) != 0:       # an empty result divides nothing, as PyTorch
             raise ZeroDivisionError(f"integer division by zero in {self.name}")
+        if self.kind == _POW and not dt.is_floating_point and dt is not bool_:
+            return _int_pow(a, b, dt)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             return self.ufunc(a, b)
+
+
+cdef Py_ssize_t _bsize(object a, object b) except -1:
+    """The number of elements of a and b broadcast together."""
+    cdef Py_ssize_t n = 1
+    for d in np.broadcast_shapes(np.shape(a), np.shape(b)):
+        n *= d
+    return n
+
+
+cdef object _int_pow(object a, object b, DType dt):
+    """Integer a ** b as PyTorch: a Python scalar exponent below zero raises (whatever
+    the tensor holds); a tensor exponent's negative entries give 1 for a base of 1,
+    +-1 for -1 (by the exponent's parity) and 0 otherwise (1 / a truncated)."""
+    if isinstance(b, np.generic):
+        if b < 0:
+            raise LucidError(f"pow(): integers to negative integer powers are not allowed "
+                             f"(exponent {int(b)} with an integer {dt} base); use a "
+                             f"floating point base or exponent")
+        return np.power(a, b)
+    neg = np.asarray(b) < 0
+    if not neg.any():
+        return np.power(a, b)
+    r = np.power(a, np.where(neg, 0, b).astype(dt.numpy_dtype, copy=False))
+    one = np.asarray(a) == 1
+    minus_one = np.asarray(a) == -1
+    odd = (np.asarray(b) % 2) != 0
+    fix = np.where(one, 1, np.where(minus_one, np.where(odd, -1, 1), 0))
+    return np.where(neg, fix, r).astype(dt.numpy_dtype, copy=False)
 
 
 cdef BinaryCPU _binary_kernel(OpSchema s, object ufunc, const BinaryKernels *k, int reads_a,
@@ -320,7 +353,8 @@ cdef BinaryCPU _binary_kernel(OpSchema s, object ufunc, const BinaryKernels *k, 
     c.reads_b = reads_b
     c.name = s.name
     c.kind = (_PLAIN if ufunc in (np.add, np.subtract, np.multiply) else
-              _INT_DIVISION if ufunc in (np.fmod, np.remainder) else _IEEE)
+              _INT_DIVISION if ufunc in (np.fmod, np.remainder) else
+              _POW if ufunc is np.power else _IEEE)
     c.bool_sub = ufunc is np.subtract
     return c
 

@@ -495,6 +495,11 @@ def clamp(input, min=None, max=None):
     where min > max the result is max, as PyTorch."""
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
+    for arg, bound in (("min", min), ("max", max)):
+        if bound is not None and not isinstance(bound, Tensor) and \
+                (not _is_scalar(bound) or isinstance(bound, (str, bytes))):
+            raise TypeError(f"clamp(): {arg} must be a number or a lucid Tensor, "
+                            f"got {type(bound).__name__}")
     cdef Tensor x = _as_tensor_dev(input)
     cdef Tensor tlo = <Tensor>min if isinstance(min, Tensor) else None
     cdef Tensor thi = <Tensor>max if isinstance(max, Tensor) else None

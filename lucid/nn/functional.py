@@ -257,8 +257,16 @@ def embedding(input, weight, padding_idx=None, max_norm=None, scale_grad_by_freq
 
 def one_hot(tensor, num_classes=-1):
     """int64 one-hot encoding along a new last dim."""
+    if not isinstance(tensor, lucid.Tensor) or tensor.dtype not in (lucid.int32, lucid.int64):
+        raise TypeError("one_hot(): tensor must be an integer (int32 or int64) lucid Tensor, "
+                        f"got {getattr(tensor, 'dtype', type(tensor).__name__)}")
+    if tensor.numel() and int(tensor.min().item()) < 0:
+        raise ValueError("one_hot(): class values must be non-negative")
     if num_classes < 0:
         num_classes = int(tensor.max().item()) + 1
+    elif tensor.numel() and int(tensor.max().item()) >= num_classes:
+        raise ValueError(f"one_hot(): class values must be smaller than num_classes "
+                         f"({num_classes})")
     return (tensor.unsqueeze(-1) == lucid.arange(num_classes, dtype=tensor.dtype)).long()
 
 

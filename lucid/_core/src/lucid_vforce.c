@@ -260,9 +260,11 @@ static inline double lv_mish(double x)
     return xc < 0 ? r * 0x1p-600 : r;
 }
 static inline float lv_mishf(float x) { return (float)lv_mish((double)x); }
-/* d/dx mish = tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softplus(x) */
+/* d/dx mish = tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softplus(x); +-inf give
+ * the limits 1 and 0 (x times the vanished factor would be nan). */
 LV_FN(mish_grad, T t = LV_GENERIC(lv_softplus_g(x), tanhf, tanh);
-      return x == -(T)INFINITY ? (T)0 : t + x * lv_sigmoid_g(x) * ((T)1 - t * t);)
+      return FABS(x) == (T)INFINITY ? (x > 0 ? (T)1 : (T)0) :
+             t + x * lv_sigmoid_g(x) * ((T)1 - t * t);)
 /* GELU, tanh approximation: x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
  * evaluated as x sigmoid(v), v = 2u, which does not cancel in the negative tail. There
  * e^v's relative error is v's absolute error, amplified by |v| (up to 745), so in float64
