@@ -372,3 +372,80 @@ def test_backward_of_a_chain_is_one_mlx_evaluation(monkeypatch):
     assert calls == []                 # the forward stays lazy
     loss.backward()
     assert calls == [1], calls         # one evaluation, for the one leaf gradient
+
+
+def _nn_cases():
+    from lucid import nn
+    import lucid.nn.functional as F
+    return {
+        "Linear": (lambda: nn.Linear(8, 5), (4, 8)),
+        "LayerNorm": (lambda: nn.LayerNorm(8), (4, 8)),
+        "BatchNorm1d": (lambda: nn.BatchNorm1d(8), (4, 8)),
+        "BatchNorm2d": (lambda: nn.BatchNorm2d(3), (2, 3, 6, 6)),
+        "Conv1d": (lambda: nn.Conv1d(3, 4, 3, padding=1), (2, 3, 10)),
+        "Conv2d": (lambda: nn.Conv2d(3, 4, 3, stride=2, padding=1), (2, 3, 8, 8)),
+        "ConvTranspose2d": (lambda: nn.ConvTranspose2d(3, 2, 3, stride=2), (2, 3, 5, 5)),
+        "MaxPool2d": (lambda: nn.MaxPool2d(2), (2, 3, 8, 8)),
+        "AvgPool2d": (lambda: nn.AvgPool2d(2), (2, 3, 8, 8)),
+        "AdaptiveAvgPool2d": (lambda: nn.AdaptiveAvgPool2d((3, 2)), (2, 3, 7, 6)),
+        "MultiheadAttention": (lambda: _MHA(), (2, 5, 8)),
+        "GELU": (lambda: nn.GELU(), (4, 8)),
+        "Dropout": (lambda: nn.Dropout(0.3), (4, 8)),      # same seed, same mask
+        "Embedding_sum": (lambda: _Fn(lambda x: nn.functional.embedding(
+            lucid.tensor([[1, 0], [2, 2]], device=x.device), x)), (3, 4)),
+        "interpolate": (lambda: _Fn(lambda x: F.interpolate(x, scale_factor=2, mode="bilinear")),
+                        (1, 2, 4, 4)),
+        "sdpa_causal": (lambda: _Fn(lambda x: F.scaled_dot_product_attention(x, x, x,
+                                                                             is_causal=True)),
+                        (2, 5, 8)),
+        "cross_entropy": (lambda: _Fn(lambda x: F.cross_entropy(
+            x, lucid.tensor([0, 2, 1, 4], device=x.device), label_smoothing=0.1)), (4, 5)),
+        "one_hot_mse": (lambda: _Fn(lambda x: F.mse_loss(
+            x, F.one_hot(lucid.tensor([0, 2, 1, 4], device=x.device), 5).to(x.dtype))), (4, 5)),
+    }
+
+
+class _Fn:
+    def __init__(self, f):
+        self.f = f
+
+    def to(self, device):
+        return self
+
+    def parameters(self):
+        return []
+
+    def __call__(self, x):
+        return self.f(x)
+
+
+def _MHA():
+    from lucid import nn
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.att = nn.MultiheadAttention(8, 2, batch_first=True)
+
+        def forward(self, x):
+            return self.att(x, x, x, need_weights=False)[0]
+    return M()
+
+
+@pytest.mark.parametrize("name", list(_nn_cases()))
+def test_nn_layers_on_gpu_match_cpu(name):
+    make, shape = _nn_cases()[name]
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    out = {}
+    for dev in ("cpu", "gpu"):
+        lucid.manual_seed(0)
+        m = make().to(dev)
+        xt = lucid.tensor(x, device=dev, requires_grad=True)
+        y = m(xt)
+        assert y.device == dev
+        w = lucid.tensor(np.linspace(0.5, 1.5, int(np.prod(y.shape))).reshape(tuple(y.shape)),
+                         dtype=y.dtype, device=dev)
+        (y * w).sum().backward()
+        out[dev] = [y] + [xt.grad] + [p.grad for p in m.parameters()]
+    for k, (c, g) in enumerate(zip(out["cpu"], out["gpu"])):
+        _close(_host(g), _host(c), 1e-4, f"{name} tensor {k}")

@@ -272,8 +272,13 @@ def test_clear_errors():
         lucid.amax(lucid.zeros(0, 3), 0)
     with pytest.raises(OverflowError, match="add"):
         lucid.add(lucid.tensor([1]), 2**70)
-    with pytest.raises(lucid.LucidError, match="device"):
-        lucid.ones(2).to("cuda:0")
+    with pytest.raises(ValueError, match="unknown device"):
+        lucid.ones(2).to("tpu:0")
+    if lucid.gpu_available():          # "cuda:0" names lucid's gpu device (MLX)
+        assert lucid.ones(2).to("cuda:0").device == "gpu"
+    else:
+        with pytest.raises(lucid.LucidError, match="gpu|GPU|MLX"):
+            lucid.ones(2).to("cuda:0")
     assert lucid.ones(2).to("cpu").dtype is lucid.float32
     with pytest.raises(TypeError, match="numeric"):
         lucid.exp(np.array(["a"]))

@@ -1045,6 +1045,29 @@ cdef Tensor _wrap_mx(object arr, DType dt):
     return t
 
 
+cdef inline bint _same_dims(cnp.ndarray a, cnp.ndarray b):
+    cdef int n = cnp.PyArray_NDIM(a), i
+    if n != cnp.PyArray_NDIM(b):
+        return False
+    for i in range(n):
+        if cnp.PyArray_DIMS(a)[i] != cnp.PyArray_DIMS(b)[i]:
+            return False
+    return True
+
+
+cdef inline Tensor _wrap_mx_like(object arr, DType dt, Tensor like):
+    """_wrap_mx for a result of ``like``'s shape: shares like's shape-only array (it
+    holds no values) unless that marks a view, saving MLX's shape query."""
+    cdef Tensor t
+    if like is None or like._dtype is not dt or cnp.PyArray_BASE(like._data) != NULL:
+        return _wrap_mx(arr, dt)
+    t = Tensor.__new__(Tensor)
+    t._data = like._data
+    t._dtype = dt
+    t._mx = arr
+    return t
+
+
 cdef object _mx_of(object v, DType dt):
     """An operand for MLX: a gpu tensor's array (cast to ``dt``) or a scalar as a 0-d
     array of ``dt``, so that MLX never promotes by its own rules."""
@@ -1834,7 +1857,7 @@ cdef Tensor _gpu_unary(OpSchema s, Tensor x, object params):
     # An op with a node keeps its (prepared) input's dtype, as on the cpu; predicates
     # give bool. (Reading an MLX array's dtype costs more than the rest of this step.)
     cdef DType dt = x._dtype if s.node is not None else <DType>_DT_OF_MX[r.dtype]
-    cdef Tensor y = _wrap_mx(r, dt)
+    cdef Tensor y = _wrap_mx_like(r, dt, x)
     if lucid_grad_enabled and x._requires_grad and s.node is not None:
         record(s, y, (x,), params)
     return y
@@ -1855,7 +1878,14 @@ cdef Tensor _gpu_binary(OpSchema s, Tensor ta, object sa, Tensor tb, object sb, 
               params)
     if s.node is None:                 # comparisons and predicates: the kernel's dtype
         return _wrap_mx(r, <DType>_DT_OF_MX[r.dtype])
-    cdef Tensor out = _wrap_mx(r, dt)  # operands of dt give dt (scalars are weakly typed)
+    # Operands of dt give dt (scalars are weakly typed); the result has the shape of a
+    # tensor operand when there is one tensor, or both have the same shape.
+    cdef Tensor like = None
+    if tb is None or (ta is not None and _same_dims(ta._data, tb._data)):
+        like = ta
+    elif ta is None:
+        like = tb
+    cdef Tensor out = _wrap_mx_like(r, dt, like)
     if lucid_grad_enabled and ((ta is not None and ta._requires_grad) or
                                (tb is not None and tb._requires_grad)):
         record(s, out, (ta if ta is not None else sa, tb if tb is not None else sb), params)

@@ -36,7 +36,7 @@ def _reduce(loss, reduction):
 
 def _const(value, like):
     """A scalar tensor with ``like``'s dtype (keeps float32 graphs in float32)."""
-    return lucid.tensor(value, dtype=like.dtype)
+    return lucid.tensor(value, dtype=like.dtype, device=like.device)
 
 
 # -- linear ------------------------------------------------------------------------------------
@@ -165,7 +165,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     if p == 1.0:
         return input * 0.0
-    keep = (lucid.rand(*input.shape, dtype=input.dtype) >= p).to(input.dtype)
+    keep = (lucid.rand(*input.shape, dtype=input.dtype, device=input.device) >= p).to(input.dtype)
     return input * (keep * (1.0 / (1.0 - p)))
 
 
@@ -267,7 +267,7 @@ def one_hot(tensor, num_classes=-1):
     elif tensor.numel() and int(tensor.max().item()) >= num_classes:
         raise ValueError(f"one_hot(): class values must be smaller than num_classes "
                          f"({num_classes})")
-    return (tensor.unsqueeze(-1) == lucid.arange(num_classes, dtype=tensor.dtype)).long()
+    return (tensor.unsqueeze(-1) == lucid.arange(num_classes, dtype=tensor.dtype, device=tensor.device)).long()
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12):
@@ -542,7 +542,7 @@ def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pa
         res = total / float(divisor_override)
     else:
         div = _avg_divisor(x0.shape[2:], kernel, stride, padding, out, count_include_pad)
-        res = total * lucid.tensor(1.0 / div, dtype=input.dtype)
+        res = total * lucid.tensor(1.0 / div, dtype=input.dtype, device=input.device)
     return res.squeeze(0) if unb else res
 
 
@@ -560,14 +560,15 @@ def adaptive_avg_pool2d(input, output_size):
     x, unb = _batched(input, 2)
     out = _tuple(output_size, 2, "output_size")
     out = tuple(x.shape[2 + a] if out[a] is None else out[a] for a in range(2))
-    mh = lucid.tensor(_adaptive_matrix(x.shape[2], out[0]), dtype=x.dtype)
-    mw = lucid.tensor(_adaptive_matrix(x.shape[3], out[1]).T, dtype=x.dtype)
+    mh = lucid.tensor(_adaptive_matrix(x.shape[2], out[0]), dtype=x.dtype, device=x.device)
+    mw = lucid.tensor(_adaptive_matrix(x.shape[3], out[1]).T, dtype=x.dtype, device=x.device)
     res = lucid.matmul(lucid.matmul(mh, x), mw)
     return res.squeeze(0) if unb else res
 
 
 def adaptive_avg_pool1d(input, output_size):
-    m = lucid.tensor(_adaptive_matrix(input.shape[-1], int(output_size)).T, dtype=input.dtype)
+    m = lucid.tensor(_adaptive_matrix(input.shape[-1], int(output_size)).T, dtype=input.dtype,
+                     device=input.device)
     return lucid.matmul(input, m)
 
 
@@ -634,7 +635,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     out = input
     for a in range(nd):
         m = lucid.tensor(_linear_matrix(in_sizes[a], out_sizes[a], align, scales[a]),
-                         dtype=input.dtype)
+                         dtype=input.dtype, device=input.device)
         # contract axis 2+a with m: move it last, multiply by m.T, move it back
         out = lucid.matmul(out.transpose(2 + a, -1), m.T).transpose(2 + a, -1)
     return out
@@ -656,7 +657,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if attn_mask is not None:
             raise ValueError("scaled_dot_product_attention: pass attn_mask or is_causal, "
                              "not both")
-        attn_mask = lucid.from_numpy(np.tril(np.ones((l_, s_), dtype=bool)))
+        attn_mask = lucid.tensor(np.tril(np.ones((l_, s_), dtype=bool)), device=query.device)
     if attn_mask is not None:
         if attn_mask.dtype == lucid.bool_:
             scores = lucid.where(attn_mask, scores, _const(-math.inf, scores))
@@ -689,7 +690,7 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
     q, k, v = heads(q, l_), heads(k, s_), heads(v, s_)
     mask = None
     if is_causal and attn_mask is None:
-        attn_mask = lucid.from_numpy(~np.tril(np.ones((l_, s_), dtype=bool)))
+        attn_mask = lucid.tensor(~np.tril(np.ones((l_, s_), dtype=bool)), device=q.device)
     if attn_mask is not None:  # torch's MHA masks: True (or -inf) means "do not attend"
         if attn_mask.dtype == lucid.bool_:
             mask = lucid.where(attn_mask, _const(-math.inf, q), _const(0.0, q))
