@@ -164,9 +164,9 @@ cdef class ReduceBackward(Node):
 
 
 cdef inline cnp.ndarray _compute_arr(Tensor x):
-    """The array an op computes on: float16 goes through float32."""
-    if x._dtype is float16:
-        return x._data.astype(np.float32)
+    """The array an op computes on: float16 and bfloat16 go through float32."""
+    if _is_half_code(x._dtype.code):
+        return _half_to_f32(x._data)
     return x._data
 
 
@@ -250,7 +250,7 @@ cdef cnp.ndarray _sum_array(cnp.ndarray a, tuple axes, bint keepdim, DType out_d
         r = _kernel_reduce(LR_SUM, a, axes, keepdim, False)
         if r is not None:
             return <cnp.ndarray>r[0]
-    acc = np.float32 if out_dt is float16 else out_dt.numpy_dtype
+    acc = np.float32 if _is_half_code(out_dt.code) else out_dt.numpy_dtype
     r = np.add.reduce(a, axis=axes, dtype=acc, keepdims=keepdim)
     return _as_ndarray(r).astype(out_dt.numpy_dtype, copy=False)
 
@@ -287,7 +287,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None
             f"dtype, got {x._dtype}; pass dtype=lucid.float32 or convert the input")
     cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))
     cdef Py_ssize_t count = _count(x, axes)
-    s = _sum_array(x._data, axes, keepdim, float32 if out_dt is float16 else out_dt)
+    s = _sum_array(x._data, axes, keepdim, float32 if _is_half_code(out_dt.code) else out_dt)
     with np.errstate(invalid="ignore", divide="ignore"):
         m = _as_ndarray(np.true_divide(s, s.dtype.type(count) if count else s.dtype.type(0)))
     cdef Tensor y = _wrap(m.astype(out_dt.numpy_dtype, copy=False), out_dt)
@@ -341,7 +341,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None
     if cnp.PyArray_NDIM(x._data) == 0:
         axes = None            # dim 0 of a 0-d tensor is the tensor itself, as PyTorch
     r = np.multiply.reduce(_compute_arr(x), axis=axes, keepdims=keepdim,
-                           dtype=np.float32 if out_dt is float16 else out_dt.numpy_dtype)
+                           dtype=np.float32 if _is_half_code(out_dt.code) else out_dt.numpy_dtype)
     cdef Tensor y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_prod, y, (x,), (axes, keepdim))
@@ -694,7 +694,7 @@ def cumsum(input, dim=None, *, dtype=None, axis=None):
         x._dtype if x._dtype.is_floating_point else int64)
     a = _compute_arr(x)
     r = np.cumsum(a, axis=d if a.ndim else None,
-                  dtype=np.float32 if out_dt is float16 else out_dt.numpy_dtype).reshape(_shp(a))
+                  dtype=np.float32 if _is_half_code(out_dt.code) else out_dt.numpy_dtype).reshape(_shp(a))
     cdef Tensor y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_cumsum, y, (x,), ((d,), True))
@@ -747,7 +747,7 @@ def cumprod(input, dim=None, *, dtype=None, axis=None):
         x._dtype if x._dtype.is_floating_point else int64)
     a = _compute_arr(x)
     r = np.cumprod(a, axis=d if a.ndim else None,
-                   dtype=np.float32 if out_dt is float16 else out_dt.numpy_dtype).reshape(_shp(a))
+                   dtype=np.float32 if _is_half_code(out_dt.code) else out_dt.numpy_dtype).reshape(_shp(a))
     cdef Tensor y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_cumprod, y, (x,), ((d,), True))
