@@ -31,6 +31,8 @@ cdef extern from "lucid_half.h" nogil:
         LH_DIV
     void lucid_half_binary(int kind, int op, unsigned short *z, const unsigned short *a, int sa,
                            const unsigned short *b, int sb, Py_ssize_t n)
+    void lucid_half_binary_scalar(int kind, int op, unsigned short *z, const unsigned short *x,
+                                  float s, int s_first, Py_ssize_t n)
 
 
 cdef inline bint _is_half_num(int num) noexcept:
@@ -347,10 +349,29 @@ cdef class BinaryCPU(Kernel):
         cdef cnp.ndarray xa = a if type(a) is np.ndarray else np.asarray(a)
         cdef cnp.ndarray xb = b if type(b) is np.ndarray else np.asarray(b)
         cdef tuple shape
-        cdef int bc, kind
-        cdef cnp.ndarray out
+        cdef int bc, kind = LH_F16 if dt.typenum == cnp.NPY_FLOAT16 else LH_BF16
+        cdef cnp.ndarray out, x
         cdef Py_ssize_t n
-        if self.half_op >= 0 and (params is None or params == 1) \
+        cdef float sv
+        cdef bint s_first
+        cdef bint fa = cnp.PyArray_TYPE(xa) == cnp.NPY_FLOAT, fb = cnp.PyArray_TYPE(xb) == cnp.NPY_FLOAT
+        if fa != fb:          # a half tensor and a float32 scalar (dispatch_binary's rule)
+            s_first = fa
+            x = xb if fa else xa
+            if (self.half_op >= 0 and (params is None or params == 1)
+                    and cnp.PyArray_IS_C_CONTIGUOUS(x) and cnp.PyArray_ISALIGNED(x)
+                    and cnp.PyArray_SIZE(xa if fa else xb) == 1
+                    and cnp.PyArray_NDIM(xa if fa else xb) == 0):
+                sv = (xa if fa else xb).item()
+                out = _empty_like_arr(x, dt.typenum)
+                n = cnp.PyArray_SIZE(out)
+                with nogil:
+                    lucid_half_binary_scalar(kind, self.half_op,
+                                             <unsigned short *>cnp.PyArray_DATA(out),
+                                             <const unsigned short *>cnp.PyArray_DATA(x), sv,
+                                             s_first, n)
+                return out
+        elif self.half_op >= 0 and (params is None or params == 1) \
                 and cnp.PyArray_ISALIGNED(xa) and cnp.PyArray_ISALIGNED(xb):
             try:
                 shape = _bshape(xa, xb)
@@ -361,7 +382,6 @@ cdef class BinaryCPU(Kernel):
                 out = cnp.PyArray_EMPTY(len(shape), cnp.PyArray_DIMS(xa) if bc != LV_BC_A
                                         else cnp.PyArray_DIMS(xb), dt.typenum, 0)
                 n = cnp.PyArray_SIZE(out)
-                kind = LH_F16 if dt.typenum == cnp.NPY_FLOAT16 else LH_BF16
                 if n < _NOGIL_MIN:
                     lucid_half_binary(kind, self.half_op, <unsigned short *>cnp.PyArray_DATA(out),
                                       <const unsigned short *>cnp.PyArray_DATA(xa), bc != LV_BC_A,

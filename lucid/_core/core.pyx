@@ -447,6 +447,8 @@ cdef class Tensor:
     def __getbuffer__(self, Py_buffer *buffer, int flags):
         if self._requires_grad:
             raise BufferError("a tensor that requires grad does not export its buffer; detach() it")
+        if self._dtype is bfloat16:     # no buffer format code: NumPy then uses __array__
+            raise BufferError("a bfloat16 tensor has no buffer-protocol format; use numpy()")
         cdef Py_buffer *inner = <Py_buffer *>PyMem_Malloc(sizeof(Py_buffer))
         if inner == NULL:
             raise MemoryError()
@@ -1593,12 +1595,15 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
     cdef DType dt = <DType>_DTYPES[code]
     # Half results are computed in float32 and rounded once, as PyTorch's CPU kernels do:
     # an operand cast to float16 first could overflow (0 * int32(65520) is 0, not nan).
-    # A kernel that is half_native does this itself, block by block, without copies.
+    # A half_native kernel does this itself, block by block, without copies, when the
+    # tensor operands are already in the result dtype (scalars are passed as float32).
+    cdef bint native = (_is_half_code(code) and s.node is not None and s.cpu.half_native
+                        and (ta is None or ta._dtype is dt) and (tb is None or tb._dtype is dt))
     cdef DType cdt = float32 if (_is_half_code(code) and s.node is not None
-                                 and not s.cpu.half_native) else dt
+                                 and not native) else dt
     try:
-        oa = _operand(ta, sa, cdt)
-        ob = _operand(tb, sb, cdt)
+        oa = _operand(ta, sa, float32 if native and ta is None else cdt)
+        ob = _operand(tb, sb, float32 if native and tb is None else cdt)
     except OverflowError:
         raise OverflowError(
             f"{s.name}(): the scalar {sa if ta is None else sb!r} does not fit in the "

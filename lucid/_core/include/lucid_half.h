@@ -40,6 +40,10 @@ enum { LH_ADD = 0, LH_SUB = 1, LH_MUL = 2, LH_DIV = 3 };
 void lucid_half_binary(int kind, int op, uint16_t *z, const uint16_t *a, int sa,
                        const uint16_t *b, int sb, ptrdiff_t n);
 
+/* z = x op s (s_first: s op x) over n half elements, s a float32 scalar. */
+void lucid_half_binary_scalar(int kind, int op, uint16_t *z, const uint16_t *x, float s,
+                              int s_first, ptrdiff_t n);
+
 /* The conversion instructions chosen at run time ("avx512", "f16c", "c"). */
 const char *lucid_half_isa(void);
 

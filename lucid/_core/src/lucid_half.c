@@ -300,6 +300,22 @@ LV_CLONES static void lh_arith(int op, float *restrict z, const float *restrict 
     }
 }
 
+void lucid_half_binary_scalar(int kind, int op, uint16_t *z, const uint16_t *x, float s,
+                              int s_first, ptrdiff_t n)
+{
+    float xb[LH_BLOCK] __attribute__((aligned(64)));
+    float zb[LH_BLOCK] __attribute__((aligned(64)));
+    for (ptrdiff_t i = 0; i < n; i += LH_BLOCK) {
+        int m = (int)(n - i < LH_BLOCK ? n - i : LH_BLOCK);
+        lucid_half_to_f32(kind, xb, x + i, m);
+        if (s_first)
+            lh_arith(op, zb, &s, 0, xb, 1, m);
+        else
+            lh_arith(op, zb, xb, 1, &s, 0, m);
+        lucid_f32_to_half(kind, z + i, zb, m);
+    }
+}
+
 void lucid_half_binary(int kind, int op, uint16_t *z, const uint16_t *a, int sa,
                        const uint16_t *b, int sb, ptrdiff_t n)
 {
