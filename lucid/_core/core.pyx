@@ -1814,7 +1814,7 @@ cdef cnp.ndarray _half_to_f32(cnp.ndarray a):
     if kind < 0:
         return _as_ndarray(a.astype(np.float32))
     if not (cnp.PyArray_IS_C_CONTIGUOUS(a) and cnp.PyArray_ISALIGNED(a)):
-        a = np.ascontiguousarray(a)
+        a = np.array(a, copy=True, order="C")     # (ascontiguousarray makes 0-d 1-d)
     cdef cnp.ndarray out = _empty_like_arr(a, cnp.NPY_FLOAT)
     cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
     with nogil:
@@ -1831,7 +1831,7 @@ cdef cnp.ndarray _f32_to_half(cnp.ndarray a, DType dt):
         with np.errstate(over="ignore"):
             return _as_ndarray(a.astype(dt.numpy_dtype))
     if not (cnp.PyArray_IS_C_CONTIGUOUS(a) and cnp.PyArray_ISALIGNED(a)):
-        a = np.ascontiguousarray(a)
+        a = np.array(a, copy=True, order="C")     # (ascontiguousarray makes 0-d 1-d)
     cdef cnp.ndarray out = _empty_like_arr(a, dt.typenum)
     cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
     with nogil:
