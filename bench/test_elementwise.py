@@ -442,12 +442,12 @@ def _run_backward(peer_name, op, a):
     return step, g
 
 
-def _check(actual, expected, a, what, dtype=True):
+def _check(actual, expected, a, what, dtype=True, tol=None):
     actual = np.asarray(actual)
     assert actual.shape == a.shape, f"{what}: shape {actual.shape} != {a.shape}"
     if dtype:
         assert actual.dtype == a.dtype, f"{what}: dtype {actual.dtype} != {a.dtype}"
-    tol = TOL[str(a.dtype)]
+    tol = TOL[tol or str(a.dtype)]
     with np.errstate(all="ignore"):
         ok = np.isclose(actual, expected, equal_nan=True, **tol)
     if not ok.all():  # the slow path only to word the failure
@@ -488,11 +488,13 @@ def test_elementwise(request, benchmark, op_name, size, dtype, mode, threads, pe
     if peer_name == "lucid":
         _check(got, ref, a, f"lucid {what} vs float64 reference (threads={threads})")
     elif peer.checked:
-        _check(got, ref, a, f"{peer_name} {what} vs float64 reference", dtype=False)
+        # MLX's float64 transcendentals (on its CPU stream) are only float32-accurate
+        ptol = "float32" if peer_name == "mlx" else None
+        _check(got, ref, a, f"{peer_name} {what} vs float64 reference", dtype=False, tol=ptol)
         if lucid_ok:
             mine = _cache.get("lucid", data_key + (mode, threads), lucid_res)
             _check(mine, ref, a, f"lucid {what} vs float64 reference (threads={threads})")
-            _check(mine, got, a, f"lucid {what} vs {peer_name}", dtype=False)
+            _check(mine, got, a, f"lucid {what} vs {peer_name}", dtype=False, tol=ptol)
 
     # --- timing ------------------------------------------------------------
     benchmark.group = group_name(op_name, size, dtype, mode, threads)

@@ -53,8 +53,9 @@ from lucid._core.creation import (  # noqa: E402
     zeros,
 )
 # The dtype singletons (C-level globals in core, looked up by name here).
-bool_, int32, int64, float16, float32, float64 = (
-    _core._dtype_by_name(n) for n in ("bool_", "int32", "int64", "float16", "float32", "float64"))
+bool_, int32, int64, float16, float32, float64, bfloat16 = (
+    _core._dtype_by_name(n) for n in ("bool_", "int32", "int64", "float16", "float32", "float64",
+                                      "bfloat16"))
 from lucid import autograd, ops  # noqa: E402
 from lucid.autograd import enable_grad, no_grad, set_grad_enabled  # noqa: E402
 from lucid.ops import *  # noqa: E402,F401,F403
@@ -63,6 +64,8 @@ from lucid.ops import __all__ as _ops_all  # noqa: E402
 half, double = float16, float64
 
 from lucid import nn, optim  # noqa: E402
+from lucid import amp  # noqa: E402
+from lucid.amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
 from lucid.serialization import load, save  # noqa: E402
 
 # NumPy interop: the protocols installed on Tensor, DLPack, lucid.differentiable.
@@ -82,7 +85,8 @@ __version__ = "0.1.0"
 __all__ = [
     "AmpPolicy", "DType", "Device", "Generator", "LucidError", "OpSchema", "ShapeError", "Tensor",
     "UnsupportedDTypeError", "arange", "are_deterministic_algorithms_enabled", "autograd",
-    "backend_info", "bool_", "device", "double", "empty", "enable_grad", "eye", "float16",
+    "backend_info", "bool_", "bfloat16", "autocast", "amp", "is_autocast_enabled",
+    "get_autocast_dtype", "device", "double", "empty", "enable_grad", "eye", "float16",
     "float32", "float64", "from_numpy", "full", "get_num_threads", "gpu_available", "half", "initial_seed", "int32",
     "int64", "is_grad_enabled", "linspace", "manual_seed", "no_grad", "normal", "ones", "ops",
     "rand", "randint", "randn", "set_grad_enabled", "set_num_threads", "tensor",

@@ -695,6 +695,10 @@ def astype(self, dtype, copy=True):
 def _array_interface(self):
     if self.device == "gpu":     # NumPy then tries __array__, which says what to do
         raise AttributeError("a gpu tensor has no __array_interface__; use .cpu()")
+    if self.dtype is lucid.bfloat16:
+        # its typestr would be "|V2" (raw bytes); without it NumPy asks __array__,
+        # which returns the bfloat16 array itself
+        raise AttributeError("a bfloat16 tensor has no __array_interface__")
     return self.numpy().__array_interface__
 
 

@@ -16,6 +16,9 @@ import lucid
 _FORMAT = "lucid.checkpoint.v1"
 _DTYPES = {np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int32, np.int64,
                                  np.bool_)}
+# safetensors' NumPy interface has no bfloat16: its bits are stored as uint16 and the
+# tree node says "dtype": "bfloat16".
+_BF16 = np.dtype(lucid.bfloat16.dtype)
 
 
 class CheckpointError(lucid.LucidError, ValueError):
@@ -27,11 +30,15 @@ def _encode(obj, arrays):
         a = obj.detach().numpy()
         if not a.flags.c_contiguous:  # (np.ascontiguousarray would turn 0-d into 1-d)
             a = a.copy(order="C")
-        if a.dtype not in _DTYPES:
+        node = {}
+        if a.dtype == _BF16:
+            a = a.view(np.uint16)
+            node["dtype"] = "bfloat16"
+        elif a.dtype not in _DTYPES:
             raise TypeError(f"lucid.save: unsupported dtype {a.dtype}")
         name = f"t{len(arrays)}"
         arrays[name] = a
-        return {"__tensor__": name, "requires_grad": bool(obj.requires_grad)}
+        return {"__tensor__": name, "requires_grad": bool(obj.requires_grad), **node}
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, (int, np.integer)):
@@ -59,12 +66,18 @@ def _decode(node, arrays, used):
     if isinstance(node, list):
         return [_decode(v, arrays, used) for v in node]
     if isinstance(node, dict) and len(node) >= 1:
-        if "__tensor__" in node and set(node) <= {"__tensor__", "requires_grad"}:
+        if "__tensor__" in node and set(node) <= {"__tensor__", "requires_grad", "dtype"}:
             name = node["__tensor__"]
             if not isinstance(name, str) or name not in arrays:
                 raise CheckpointError(f"checkpoint refers to a missing tensor {name!r}")
             used.add(name)
-            t = lucid.from_numpy(np.array(arrays[name], copy=True))
+            a = np.array(arrays[name], copy=True)
+            if "dtype" in node:
+                if node["dtype"] != "bfloat16" or a.dtype != np.uint16:
+                    raise CheckpointError(f"checkpoint tensor {name!r}: bad dtype tag "
+                                          f"{str(node['dtype'])[:40]!r} for {a.dtype} data")
+                a = a.view(_BF16)
+            t = lucid.from_numpy(a)
             if node.get("requires_grad") is True:
                 t.requires_grad_(True)
             return t

@@ -237,9 +237,12 @@ def test_float16_goes_through_float32():
     a = np.array([0.5, 2.0, -3.0, 65000.0], np.float16)
     b = np.array([2.0, 0.5, 2.0, 2.0], np.float16)
     got = lucid.pow(_t(a), _t(b))
+    assert got.dtype == lucid.float32       # pow is ForceFP32: half inputs are upcast
+    np.testing.assert_array_equal(got.numpy(), np.power(a.astype(np.float32), b.astype(np.float32)))
+    got = lucid.hypot(_t(a), _t(b))          # Promote: computed in float32, rounded once
     assert got.dtype == lucid.float16
     with np.errstate(over="ignore"):
-        want = np.power(a.astype(np.float32), b.astype(np.float32)).astype(np.float16)
+        want = np.hypot(a.astype(np.float32), b.astype(np.float32)).astype(np.float16)
     np.testing.assert_array_equal(got.numpy(), want)
 
 

@@ -17,7 +17,33 @@ cnp.import_array()
 
 cdef DType bool_ = dtype_of_code(DT_BOOL)
 cdef DType float16 = dtype_of_code(DT_FLOAT16)
+cdef DType float32 = dtype_of_code(DT_FLOAT32)
 cdef tuple _NO_EDGE = (None, 0)
+cdef int _BF16_NUM = dtype_of_code(DT_BFLOAT16).typenum
+
+cdef extern from "lucid_half.h" nogil:
+    enum:
+        LH_F16
+        LH_BF16
+        LH_ADD
+        LH_SUB
+        LH_MUL
+        LH_DIV
+    void lucid_half_binary(int kind, int op, unsigned short *z, const unsigned short *a, int sa,
+                           const unsigned short *b, int sb, Py_ssize_t n)
+    void lucid_half_binary_scalar(int kind, int op, unsigned short *z, const unsigned short *x,
+                                  float s, int s_first, Py_ssize_t n)
+
+
+cdef inline bint _is_half_num(int num) noexcept:
+    return num == cnp.NPY_FLOAT16 or num == _BF16_NUM
+
+
+cdef cnp.ndarray _f32(object x):
+    """An operand (array, NumPy scalar or Python number) as float32 (half widened exactly)."""
+    if type(x) is np.ndarray:
+        return _half_to_f32(<cnp.ndarray>x)
+    return _half_to_f32(np.asarray(x)) if isinstance(x, np.generic) else np.asarray(x, np.float32)
 
 cdef extern from "lucid_vforce.h" nogil:
     enum:
@@ -195,8 +221,8 @@ cdef cnp.ndarray _bin_forward(const BinaryKernels *k, object xa, object xb):
         a = np.array(a, copy=True)
     if not cnp.PyArray_ISALIGNED(b):
         b = np.array(b, copy=True)
-    if cnp.PyArray_TYPE(a) == cnp.NPY_FLOAT16:
-        return _to_half(_bin_forward(k, a.astype(np.float32), b.astype(np.float32)))
+    if _is_half_num(cnp.PyArray_TYPE(a)):
+        return _f32_to_half(_bin_forward(k, _half_to_f32(a), _half_to_f32(b)), _dtype_of_array(a))
     cdef tuple shape = _bshape(a, b)
     cdef int num = cnp.PyArray_TYPE(a)
     cdef Py_ssize_t isz = cnp.PyArray_ITEMSIZE(a)
@@ -237,11 +263,13 @@ cdef tuple _bin_backward(const BinaryKernels *k, cnp.ndarray g, object xa, objec
     None where not wanted. xa / xb are the saved operands (arrays or Python
     scalars), y the saved output or None (read only by the ops that need it)."""
     cdef object dt = g.dtype
-    if cnp.PyArray_TYPE(g) == cnp.NPY_FLOAT16:
-        f32 = np.float32
-        ha, hb = _bin_backward(k, g.astype(f32), np.asarray(xa, f32), np.asarray(xb, f32),
-                               None if y is None else np.asarray(y, f32), want_a, want_b)
-        return (None if ha is None else _to_half(ha), None if hb is None else _to_half(hb))
+    cdef DType hdt
+    if _is_half_num(cnp.PyArray_TYPE(g)):
+        hdt = _dtype_of_array(g)
+        ha, hb = _bin_backward(k, _half_to_f32(g), _f32(xa), _f32(xb),
+                               None if y is None else _f32(y), want_a, want_b)
+        return (None if ha is None else _f32_to_half(ha, hdt),
+                None if hb is None else _f32_to_half(hb, hdt))
     cdef tuple shape = _shp(g)
     cdef cnp.ndarray a = np.require(xa, dt, "A"), b = np.require(xb, dt, "A")
     g = np.require(g, None, "CA")
@@ -288,8 +316,11 @@ cdef class BinaryCPU(Kernel):
     cdef bint bool_sub
     cdef bint array_formula            # the row's formula is plain arithmetic (see _eager)
     cdef str name
+    cdef int half_op                   # LH_ADD.. for lucid_half_binary, -1: none
 
     cdef object run2(self, object a, object b, DType dt, object params):
+        if _is_half_code(dt.code):
+            return self._run_half(a, b, dt, params)
         if self.k != NULL and dt.is_floating_point:
             return _bin_forward(self.k, a, b)
         if params is not None and (isinstance(params, Tensor) or not _is_scalar(params)):
@@ -312,6 +343,62 @@ cdef class BinaryCPU(Kernel):
             return _int_pow(a, b, dt)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             return self.ufunc(a, b)
+
+
+    cdef object _run_half(self, object a, object b, DType dt, object params):
+        """float16 / bfloat16 operands (arrays or NumPy scalars of dt): computed in
+        float32 and rounded once. add, sub, mul and div of contiguous operands (or one
+        single value) run fused, block by block (lucid_half_binary); the rest widen
+        both operands, run the float32 kernel and round its result."""
+        cdef cnp.ndarray xa = a if type(a) is np.ndarray else np.asarray(a)
+        cdef cnp.ndarray xb = b if type(b) is np.ndarray else np.asarray(b)
+        cdef tuple shape
+        cdef int bc, kind = LH_F16 if dt.typenum == cnp.NPY_FLOAT16 else LH_BF16
+        cdef cnp.ndarray out, x
+        cdef Py_ssize_t n
+        cdef float sv
+        cdef bint s_first
+        cdef bint fa = cnp.PyArray_TYPE(xa) == cnp.NPY_FLOAT, fb = cnp.PyArray_TYPE(xb) == cnp.NPY_FLOAT
+        if fa != fb:          # a half tensor and a float32 scalar (dispatch_binary's rule)
+            s_first = fa
+            x = xb if fa else xa
+            if (self.half_op >= 0 and (params is None or params == 1)
+                    and cnp.PyArray_IS_C_CONTIGUOUS(x) and cnp.PyArray_ISALIGNED(x)
+                    and cnp.PyArray_SIZE(xa if fa else xb) == 1
+                    and cnp.PyArray_NDIM(xa if fa else xb) == 0):
+                sv = (xa if fa else xb).item()
+                out = _empty_like_arr(x, dt.typenum)
+                n = cnp.PyArray_SIZE(out)
+                with nogil:
+                    lucid_half_binary_scalar(kind, self.half_op,
+                                             <unsigned short *>cnp.PyArray_DATA(out),
+                                             <const unsigned short *>cnp.PyArray_DATA(x), sv,
+                                             s_first, n)
+                return out
+        elif self.half_op >= 0 and (params is None or params == 1) \
+                and cnp.PyArray_ISALIGNED(xa) and cnp.PyArray_ISALIGNED(xb):
+            try:
+                shape = _bshape(xa, xb)
+            except ValueError as e:
+                raise ShapeError(f"shapes {_shp(xa)} and {_shp(xb)} do not broadcast: {e}") from None
+            bc = _bc_mode(xa, xb, shape)
+            if bc >= 0:
+                out = cnp.PyArray_EMPTY(len(shape), cnp.PyArray_DIMS(xa) if bc != LV_BC_A
+                                        else cnp.PyArray_DIMS(xb), dt.typenum, 0)
+                n = cnp.PyArray_SIZE(out)
+                if n < _NOGIL_MIN:
+                    lucid_half_binary(kind, self.half_op, <unsigned short *>cnp.PyArray_DATA(out),
+                                      <const unsigned short *>cnp.PyArray_DATA(xa), bc != LV_BC_A,
+                                      <const unsigned short *>cnp.PyArray_DATA(xb), bc != LV_BC_B, n)
+                else:
+                    with nogil:
+                        lucid_half_binary(kind, self.half_op,
+                                          <unsigned short *>cnp.PyArray_DATA(out),
+                                          <const unsigned short *>cnp.PyArray_DATA(xa), bc != LV_BC_A,
+                                          <const unsigned short *>cnp.PyArray_DATA(xb), bc != LV_BC_B, n)
+                return out
+        r = self.run2(_half_to_f32(xa), _half_to_f32(xb), float32, params)
+        return _f32_to_half(_as_ndarray(r), dt)
 
 
 cdef Py_ssize_t _bsize(object a, object b) except -1:
@@ -346,6 +433,9 @@ cdef object _int_pow(object a, object b, DType dt):
 cdef BinaryCPU _binary_kernel(OpSchema s, object ufunc, const BinaryKernels *k, int reads_a,
                               int reads_b, bint array_formula):
     cdef BinaryCPU c = BinaryCPU.__new__(BinaryCPU)
+    c.half_native = True
+    c.half_op = (LH_ADD if ufunc is np.add else LH_SUB if ufunc is np.subtract else
+                 LH_MUL if ufunc is np.multiply else LH_DIV if ufunc is np.true_divide else -1)
     c.array_formula = array_formula
     c.ufunc = ufunc
     c.k = k

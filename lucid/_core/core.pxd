@@ -12,6 +12,7 @@ cdef enum:
     DT_FLOAT16 = 3
     DT_FLOAT32 = 4
     DT_FLOAT64 = 5
+    DT_BFLOAT16 = 6     # after float64 so that the codes before it keep their values
 
 cdef enum:
     AMP_PROMOTE = 0
@@ -89,6 +90,7 @@ cdef class AccumulateGrad(Node):
 
 cdef class Kernel:
     """One device's forward of an op, supplied by the op's family."""
+    cdef bint half_native       # run2 takes float16/bfloat16 operands, computes in float32
     cdef object run1(self, cnp.ndarray x, object params)
     cdef object run2(self, object a, object b, DType dt, object params)
 
@@ -132,6 +134,8 @@ cdef bint _contains_tensor(object seq, int depth=*) except -1
 cdef object _tensors_to_nested(object seq, int depth=*)
 cdef void _check_storage(Tensor t, str what) except *
 cdef cnp.ndarray _to_half(cnp.ndarray a)
+cdef cnp.ndarray _half_to_f32(cnp.ndarray a)
+cdef cnp.ndarray _f32_to_half(cnp.ndarray a, DType dt)
 cdef cnp.ndarray _contig(cnp.ndarray a)
 cdef cnp.ndarray _store(object r, DType dt)
 cdef Tensor to_dtype(Tensor x, DType dt, bint copy)
@@ -146,6 +150,8 @@ cdef object _mx_of(object v, DType dt)
 
 # -- autograd ---------------------------------------------------------------------------
 cdef bint grad_enabled() noexcept nogil
+cdef int autocast_code() noexcept nogil
+cdef Tensor _amp_lowp(Tensor x)
 cdef SavedTensor _save(Tensor t, bint is_output)
 cdef tuple _edge(Tensor t)
 cdef void _set_history(Tensor out, Node node) noexcept
@@ -203,3 +209,8 @@ cdef inline cnp.ndarray _empty_like_arr(cnp.ndarray a, int typenum):
 
 cdef inline bint _is_float_code(int c) noexcept:
     return c >= DT_FLOAT16
+
+
+cdef inline bint _is_half_code(int c) noexcept:
+    """float16 or bfloat16: stored in 2 bytes, computed in float32 and rounded once."""
+    return c == DT_FLOAT16 or c == DT_BFLOAT16

@@ -19,18 +19,29 @@ import os
 import types
 import weakref
 
+import ml_dtypes
 import numpy as np
 
 cnp.import_array()
 
 cdef extern from "lucid_state.h":
     int lucid_grad_enabled     # thread-local grad mode, 1 in every new thread
+    int lucid_autocast_code    # thread-local autocast dtype code, -1 (off) in every new thread
+
+cdef extern from "lucid_half.h" nogil:
+    enum:
+        LH_F16
+        LH_BF16
+    void lucid_half_to_f32(int kind, float *y, const unsigned short *x, Py_ssize_t n)
+    void lucid_f32_to_half(int kind, unsigned short *y, const float *x, Py_ssize_t n)
+    const char *lucid_half_isa()
 
 cdef extern from "lucid_vforce.h" nogil:
     const char *lucid_isa()
     const char *lucid_mathlib()
 
-# dtypes: six singletons, each tied to a NumPy dtype (CPU storage is an ndarray).
+# dtypes: seven singletons, each tied to a NumPy dtype (CPU storage is an ndarray);
+# NumPy has no bfloat16, ml_dtypes registers one.
 
 cdef class DType:
     """A lucid dtype (``lucid.float32``, ...). Singletons: compare with ``==`` or ``is``."""
@@ -67,8 +78,11 @@ cdef DType int64 = _make_dtype("int64", DT_INT64, np.int64, False)
 cdef DType float16 = _make_dtype("float16", DT_FLOAT16, np.float16, True)
 cdef DType float32 = _make_dtype("float32", DT_FLOAT32, np.float32, True)
 cdef DType float64 = _make_dtype("float64", DT_FLOAT64, np.float64, True)
+cdef DType bfloat16 = _make_dtype("bfloat16", DT_BFLOAT16, ml_dtypes.bfloat16, True)
 
-cdef tuple _DTYPES = (bool_, int32, int64, float16, float32, float64)   # indexed by code
+cdef tuple _DTYPES = (bool_, int32, int64, float16, float32, float64, bfloat16)   # indexed by code
+# bfloat16 is a user-defined NumPy type: its type number (>= 256) is given at run time.
+cdef int _BF16_NUM = bfloat16.typenum
 
 # The storage of a tensor that was never initialised (see Tensor.__cinit__).
 cdef cnp.ndarray _NO_STORAGE = np.empty((0,), dtype=np.float32)
@@ -86,7 +100,7 @@ _DTYPE_NAMES["bool"] = bool_
 
 # NumPy type number -> DType (None where lucid has no such dtype).
 cdef list _DT_BY_TYPENUM = [None] * 32
-for _d in _DTYPES:
+for _d in _DTYPES[:DT_BFLOAT16]:
     _DT_BY_TYPENUM[(<DType>_d).typenum] = _d
 _DT_BY_TYPENUM[np.dtype(np.longlong).num] = int64 if np.dtype(np.longlong).itemsize == 8 else None
 _DT_BY_TYPENUM[np.dtype(np.intc).num] = int32
@@ -103,7 +117,7 @@ cdef DType dtype_of_code(int code):
 cdef DType _dtype_of_array(cnp.ndarray a):
     """The lucid dtype of an ndarray, or a clear error."""
     cdef int num = cnp.PyArray_TYPE(a)
-    cdef object d = _DT_BY_TYPENUM[num] if 0 <= num < 32 else None
+    cdef object d = _DT_BY_TYPENUM[num] if 0 <= num < 32 else (bfloat16 if num == _BF16_NUM else None)
     if d is not None and not cnp.PyArray_ISNOTSWAPPED(a):
         raise UnsupportedDTypeError(
             f"lucid cannot share memory with a NumPy array of non-native byte order ({a.dtype!r}); "
@@ -111,7 +125,7 @@ cdef DType _dtype_of_array(cnp.ndarray a):
     if d is None:
         raise UnsupportedDTypeError(
             f"lucid does not support NumPy dtype {a.dtype!r}; supported: "
-            "float16, float32, float64, int32, int64, bool "
+            "float16, bfloat16, float32, float64, int32, int64, bool "
             "(convert with .astype(...) first)")
     return <DType>d
 
@@ -136,16 +150,24 @@ cpdef DType as_dtype(object obj):
         npd = None
     if npd is not None and npd.isnative and npd.num < 32 and _DT_BY_TYPENUM[npd.num] is not None:
         return <DType>_DT_BY_TYPENUM[npd.num]
+    if npd is not None and npd.num == _BF16_NUM:
+        return bfloat16
     raise UnsupportedDTypeError(
-        f"unsupported dtype {obj!r}; lucid supports float16, float32, float64, "
+        f"unsupported dtype {obj!r}; lucid supports float16, bfloat16, float32, float64, "
         "int32, int64 and bool_")
 
 
 # Type promotion, as PyTorch: bool < integers < floating, within a kind the wider wins;
-# int32 with float16 -> float16 (the floating kind wins).
+# int32 with float16 -> float16 (the floating kind wins). The two half types are not
+# ordered: float16 with bfloat16 -> float32, the smallest type holding both.
 cdef int _promote2(int a, int b) noexcept:
     if a == b:
         return a
+    if a == DT_BFLOAT16 or b == DT_BFLOAT16:
+        a = b if a == DT_BFLOAT16 else a          # the other one
+        if a == DT_FLOAT16:
+            return DT_FLOAT32
+        return a if a > DT_FLOAT16 else DT_BFLOAT16
     if a > b:
         a, b = b, a
     # now a < b in code order: bool, int32, int64, float16, float32, float64
@@ -450,6 +472,8 @@ cdef class Tensor:
             raise BufferError("a tensor that requires grad does not export its buffer; detach() it")
         if self._mx is not None:
             raise BufferError("a gpu tensor does not export a buffer; use .cpu() first")
+        if self._dtype is bfloat16:     # no buffer format code: NumPy then uses __array__
+            raise BufferError("a bfloat16 tensor has no buffer-protocol format; use numpy()")
         cdef Py_buffer *inner = <Py_buffer *>PyMem_Malloc(sizeof(Py_buffer))
         if inner == NULL:
             raise MemoryError()
@@ -549,6 +573,9 @@ cdef class Tensor:
 
     def half(self):
         return to_dtype(self, float16, False)
+
+    def bfloat16(self):
+        return to_dtype(self, bfloat16, False)
 
     def long(self):
         return to_dtype(self, int64, False)
@@ -793,7 +820,7 @@ cdef cnp.ndarray _array_from_data(object data, DType dt):
         a = np.array(data, copy=True)
     except (ValueError, TypeError, RecursionError, OverflowError) as e:
         raise ShapeError(f"could not build a tensor from this data: {e}") from None
-    if a.dtype.kind not in _NUMERIC_KINDS:
+    if a.dtype.kind not in _NUMERIC_KINDS and a.dtype.num != _BF16_NUM:
         if a.dtype.kind == "c":
             raise UnsupportedDTypeError("lucid does not support complex numbers")
         raise TypeError(
@@ -809,7 +836,9 @@ cdef cnp.ndarray _array_from_data(object data, DType dt):
         # arrays and scalars, pandas columns and other array-likes keep theirs, also
         # inside lists ([np.float64(.1)] -> float64, [np.float32(1), 2.0] -> float32).
         if isinstance(data, (list, tuple)):
-            if a.dtype.kind == "f":
+            if a.dtype.num == _BF16_NUM:
+                dt = bfloat16
+            elif a.dtype.kind == "f":
                 dt = float64 if a.dtype.itemsize == 8 and _holds_numpy_float64(data) else (
                     float16 if a.dtype.itemsize == 2 else float32)
             elif a.dtype.kind == "b":
@@ -982,7 +1011,8 @@ cdef object mlx():
     else:
         raise ValueError(f"LUCID_MLX_DEVICE={want!r}: expected 'gpu' or 'cpu'")
     for dt, mdt in ((bool_, m.bool_), (int32, m.int32), (int64, m.int64),
-                    (float16, m.float16), (float32, m.float32), (float64, m.float64)):
+                    (float16, m.float16), (bfloat16, m.bfloat16), (float32, m.float32),
+                    (float64, m.float64)):
         _MX_DTYPE[dt.code] = mdt
         _DT_OF_MX[mdt] = dt
     _mlx_core = m
@@ -1331,6 +1361,52 @@ def _set_grad_enabled(bint mode):
     return prev
 
 
+# -- autocast -----------------------------------------------------------------------
+# The autocast dtype is a C thread-local beside grad mode (-1: off); lucid.autocast
+# (lucid/amp.py) sets and restores it. The dispatcher reads it in one place per entry
+# point: _amp_lowp() for the matmul family, prepare() / dispatch_binary() for ForceFP32.
+
+cdef int autocast_code() noexcept nogil:
+    return lucid_autocast_code
+
+
+def _set_autocast(object dtype):
+    """Set this thread's autocast dtype (a half DType, or None for off); returns the
+    previous one. lucid.autocast is the public interface."""
+    global lucid_autocast_code
+    cdef int prev = lucid_autocast_code
+    cdef DType dt
+    if dtype is None:
+        lucid_autocast_code = -1
+    else:
+        dt = as_dtype(dtype)
+        if not _is_half_code(dt.code):
+            raise UnsupportedDTypeError(
+                f"autocast dtype must be lucid.float16 or lucid.bfloat16, got {dt}")
+        lucid_autocast_code = dt.code
+    return None if prev < 0 else _DTYPES[prev]
+
+
+def get_autocast_dtype():
+    """The autocast dtype on this thread, or None when autocast is off."""
+    return None if lucid_autocast_code < 0 else _DTYPES[lucid_autocast_code]
+
+
+def is_autocast_enabled():
+    """Whether autocast is on on this thread."""
+    return lucid_autocast_code >= 0
+
+
+cdef Tensor _amp_lowp(Tensor x):
+    """Autocast's cast for the matmul family: float32 and half inputs become the autocast
+    dtype (a recorded cast); float64 and integer inputs are left as they are, as PyTorch."""
+    cdef int c = lucid_autocast_code
+    cdef int code = x._dtype.code
+    if c < 0 or code == c or not (code == DT_FLOAT32 or _is_half_code(code)):
+        return x
+    return to_dtype(x, <DType>_DTYPES[c], False)
+
+
 # -- the engine -------------------------------------------------------------------
 
 cdef object _root_grad(Tensor t, object g, bint create_graph, Py_ssize_t i):
@@ -1599,11 +1675,15 @@ def _grad(tuple outputs, tuple inputs, tuple grad_outputs, retain_graph, bint cr
 class AmpPolicy(enum.Enum):
     """How an op treats half-precision inputs.
 
-    Promote:   compute in the promoted dtype of the inputs (float16 stays float16;
-               the CPU computes internally in float32 and rounds once).
-    KeepInput: the output has the input's dtype (shape ops, reductions).
-    ForceFP32: float16 inputs are upcast to float32 (a recorded cast, so a float16
-               leaf still gets a float16 gradient); the result is float32.
+    Promote:   compute in the promoted dtype of the inputs (float16 / bfloat16 stay half;
+               the CPU computes internally in float32 and rounds once). Inside
+               lucid.autocast, the matmul family (matmul, dot, outer, linear) runs in the
+               autocast dtype: float32 and half inputs are cast to it.
+    KeepInput: the output has the input's dtype (shape ops, reductions that cannot
+               overflow), inside autocast too.
+    ForceFP32: float16 / bfloat16 inputs are upcast to float32 (a recorded cast, so a
+               half leaf still gets its gradient in its own dtype); the result is
+               float32, inside autocast and outside it.
     """
     Promote = "Promote"
     KeepInput = "KeepInput"
@@ -1737,8 +1817,8 @@ cdef Tensor prepare(OpSchema s, object input):
             return _wrap(x._data.astype(np.float32), float32)   # integers never need grad
         if s._int_rule == INT_REJECT:
             raise UnsupportedDTypeError(f"{s.name}() needs a floating point input, got {x._dtype}")
-    elif code == DT_FLOAT16 and s.amp == AMP_FORCE_FP32:
-        return to_dtype(x, float32, False)
+    elif s.amp == AMP_FORCE_FP32 and _is_half_code(code):
+        return to_dtype(x, float32, False)      # the AMP step: a recorded cast
     return x
 
 
@@ -1813,21 +1893,28 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
             code = DT_FLOAT32
         elif s._int_rule == INT_REJECT:
             raise UnsupportedDTypeError(f"{s.name}() needs floating point inputs")
-    elif code == DT_FLOAT16 and s.amp == AMP_FORCE_FP32:
+    elif s.amp == AMP_FORCE_FP32 and _is_half_code(code):
+        # The AMP step: half operands are upcast by a recorded cast (the gradient of a
+        # half leaf comes back in its dtype), inside and outside autocast.
         code = DT_FLOAT32
-        if ta is not None and ta._dtype is float16:
+        if ta is not None and _is_half_code(ta._dtype.code):
             ta = to_dtype(ta, float32, False)
-        if tb is not None and tb._dtype is float16:
+        if tb is not None and _is_half_code(tb._dtype.code):
             tb = to_dtype(tb, float32, False)
     cdef DType dt = <DType>_DTYPES[code]
     # Half results are computed in float32 and rounded once, as PyTorch's CPU kernels do:
     # an operand cast to float16 first could overflow (0 * int32(65520) is 0, not nan).
     if (ta is not None and ta._mx is not None) or (tb is not None and tb._mx is not None):
         return _gpu_binary(s, ta, sa, tb, sb, dt, params)
-    cdef DType cdt = float32 if code == DT_FLOAT16 and s.node is not None else dt
+    # A half_native kernel does this itself, block by block, without copies, when the
+    # tensor operands are already in the result dtype (scalars are passed as float32).
+    cdef bint native = (_is_half_code(code) and s.node is not None and s.cpu.half_native
+                        and (ta is None or ta._dtype is dt) and (tb is None or tb._dtype is dt))
+    cdef DType cdt = float32 if (_is_half_code(code) and s.node is not None
+                                 and not native) else dt
     try:
-        oa = _operand(ta, sa, cdt)
-        ob = _operand(tb, sb, cdt)
+        oa = _operand(ta, sa, float32 if native and ta is None else cdt)
+        ob = _operand(tb, sb, float32 if native and tb is None else cdt)
     except OverflowError:
         raise OverflowError(
             f"{s.name}(): the scalar {sa if ta is None else sb!r} does not fit in the "
@@ -2065,8 +2152,44 @@ cdef void _parallel_for(lucid_piece_fn fn, void *ctx, Py_ssize_t npieces, int nt
 
 cdef cnp.ndarray _to_half(cnp.ndarray a):
     """float32 -> float16; overflow to inf is the IEEE result, not a warning."""
-    with np.errstate(over="ignore"):
-        return a.astype(np.float16)
+    return _f32_to_half(a, float16)
+
+
+cdef inline int _half_kind(int num) noexcept:
+    return LH_F16 if num == cnp.NPY_FLOAT16 else (LH_BF16 if num == _BF16_NUM else -1)
+
+
+cdef cnp.ndarray _half_to_f32(cnp.ndarray a):
+    """A float16 / bfloat16 array widened to a new C-contiguous float32 array (exact),
+    with lucid's vectorised conversion (src/lucid_half.c)."""
+    cdef int kind = _half_kind(cnp.PyArray_TYPE(a))
+    if kind < 0:
+        return _as_ndarray(a.astype(np.float32))
+    if not (cnp.PyArray_IS_C_CONTIGUOUS(a) and cnp.PyArray_ISALIGNED(a)):
+        a = np.array(a, copy=True, order="C")     # (ascontiguousarray makes 0-d 1-d)
+    cdef cnp.ndarray out = _empty_like_arr(a, cnp.NPY_FLOAT)
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
+    with nogil:
+        lucid_half_to_f32(kind, <float *>cnp.PyArray_DATA(out),
+                          <const unsigned short *>cnp.PyArray_DATA(a), n)
+    return out
+
+
+cdef cnp.ndarray _f32_to_half(cnp.ndarray a, DType dt):
+    """A float32 array rounded (to nearest even, once) to float16 or bfloat16; other
+    dtypes through NumPy. Overflow to inf is the IEEE result, not a warning."""
+    cdef int kind = _half_kind(dt.typenum)
+    if cnp.PyArray_TYPE(a) != cnp.NPY_FLOAT or kind < 0:
+        with np.errstate(over="ignore"):
+            return _as_ndarray(a.astype(dt.numpy_dtype))
+    if not (cnp.PyArray_IS_C_CONTIGUOUS(a) and cnp.PyArray_ISALIGNED(a)):
+        a = np.array(a, copy=True, order="C")     # (ascontiguousarray makes 0-d 1-d)
+    cdef cnp.ndarray out = _empty_like_arr(a, dt.typenum)
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
+    with nogil:
+        lucid_f32_to_half(kind, <unsigned short *>cnp.PyArray_DATA(out),
+                          <const float *>cnp.PyArray_DATA(a), n)
+    return out
 
 
 
@@ -2107,7 +2230,7 @@ cdef Tensor to_dtype(Tensor x, DType dt, bint copy):
     if x._mx is not None:
         y = _wrap_mx(x._mx.astype(mx_dtype(dt)), dt)
     else:
-        y = _wrap(_to_half(x._data) if dt is float16 else x._data.astype(dt.numpy_dtype), dt)
+        y = _wrap(_cast_array(x._data, dt), dt)
     cdef ToBackward node
     if lucid_grad_enabled and x._requires_grad and dt.is_floating_point:
         node = ToBackward.__new__(ToBackward)
@@ -2144,7 +2267,8 @@ def clone(input):
 
 cdef bint _is_scalar(object v):
     return isinstance(v, (int, float)) or (
-        isinstance(v, np.generic) and (<object>v).dtype.kind in "biuf")
+        isinstance(v, np.generic) and ((<object>v).dtype.kind in "biuf"
+                                       or (<object>v).dtype.num == _BF16_NUM))
 
 
 cdef int _scalar_code(object v):
@@ -2188,7 +2312,20 @@ cdef object _operand(Tensor t, object s, DType dt):
         return dt.numpy_dtype.type(s)
     if t._dtype is dt:
         return t._data
-    return t._data.astype(dt.numpy_dtype)
+    return _cast_array(t._data, dt)
+
+
+cdef cnp.ndarray _cast_array(cnp.ndarray a, DType dt):
+    """a converted to dt (a new array); half <-> float32 with lucid's vectorised kernels."""
+    cdef int num = cnp.PyArray_TYPE(a)
+    if dt.typenum == cnp.NPY_FLOAT and _half_kind(num) >= 0:
+        return _half_to_f32(a)
+    if num == cnp.NPY_FLOAT and _half_kind(dt.typenum) >= 0:
+        return _f32_to_half(a, dt)
+    if _half_kind(num) >= 0 and _half_kind(dt.typenum) >= 0:    # float16 <-> bfloat16
+        return _f32_to_half(_half_to_f32(a), dt)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _as_ndarray(a.astype(dt.numpy_dtype))
 
 
 def _broadcast_error(Tensor ta, Tensor tb, e):
@@ -2234,6 +2371,8 @@ cdef cnp.ndarray _store(object r, DType dt):
     """A kernel's result as an ndarray of ``dt`` (overflow to inf is the IEEE result)."""
     cdef cnp.ndarray a = _as_ndarray(r)
     if cnp.PyArray_TYPE(a) != dt.typenum:
+        if cnp.PyArray_TYPE(a) == cnp.NPY_FLOAT and _half_kind(dt.typenum) >= 0:
+            return _f32_to_half(a, dt)
         with np.errstate(over="ignore"):
             a = a.astype(dt.numpy_dtype)
     return a

@@ -10,11 +10,11 @@ from lucid._core.core import LucidError, ShapeError, UnsupportedDTypeError, expo
 cnp.import_array()
 
 
-cdef object _mm(object a, object b):
-    """np.matmul, with float16 computed in float32 (NumPy has no float16 BLAS)."""
-    if (<cnp.ndarray>a).dtype == np.float16:
-        return _as_ndarray(np.matmul((<cnp.ndarray>a).astype(np.float32),
-                                     (<cnp.ndarray>b).astype(np.float32)).astype(np.float16))
+cdef object _mm(object a, object b, DType dt):
+    """np.matmul, with float16 / bfloat16 computed in float32 and rounded once (NumPy has
+    no half BLAS)."""
+    if _is_half_code(dt.code):
+        return _store(np.matmul(_half_to_f32(<cnp.ndarray>a), _half_to_f32(<cnp.ndarray>b)), dt)
     return _as_ndarray(np.matmul(a, b))
 
 
@@ -24,8 +24,11 @@ cdef class LinalgCPU(Kernel):
 
     cdef object run2(self, object a, object b, DType dt, object params):
         if self.outer:
+            if _is_half_code(dt.code):
+                return _store(np.multiply.outer(_half_to_f32(<cnp.ndarray>a),
+                                                _half_to_f32(<cnp.ndarray>b)), dt)
             return np.multiply.outer(a, b)
-        return _mm(a, b)
+        return _mm(a, b, dt)
 
 
 cdef OpSchema _pair_schema(str name, bint outer):
@@ -160,7 +163,12 @@ cdef object _pair_mx(OpSchema s, Tensor a, Tensor b, DType dt):
 
 
 cdef Tensor _pair(OpSchema s, Tensor a, Tensor b):
-    """Run a pair op in the promoted dtype and record its node."""
+    """Run a pair op in the promoted dtype and record its node. Inside lucid.autocast
+    the operands are first cast to the autocast dtype (recorded casts): the matmul
+    family is where half precision pays."""
+    if autocast_code() >= 0 and s.amp == AMP_PROMOTE:
+        a = _amp_lowp(a)
+        b = _amp_lowp(b)
     cdef DType dt = dtype_of_code(_promote2(a._dtype.code, b._dtype.code))
     cdef Tensor y
     try:

@@ -297,7 +297,8 @@ BINARY = [
     _bin("div", "true_divide", "g / b", "-g * a / (b * b)",
          "True division input / other; integer inputs give float32.", int_rule="float"),
     _bin("pow", "power", "_pow_grad_a(g, a, b)", "_pow_grad_b(g, a, b, out)",
-         "input ** exponent; either may be a tensor or a Python scalar.", c=True),
+         "input ** exponent; either may be a tensor or a Python scalar.", c=True,
+         amp="ForceFP32"),
     _bin("maximum", "maximum", "where(a < b, 0.0, where(a == b, g * 0.5, g))",
          "where(a > b, 0.0, where(a == b, g * 0.5, g))",
          "Element-wise maximum (nan if either is nan); ties split the gradient evenly.", c=True),
@@ -351,7 +352,11 @@ COMPARE = [
 #
 # Fields
 #   name      public name and schema name
-#   amp       AMP policy (ForceFP32 where half precision overflows: logsumexp, softmax)
+#   amp       AMP policy: ForceFP32 where a half result can overflow although the inputs
+#             are finite (sum, prod, var, norm, cumulative sums and products, logsumexp) or
+#             where PyTorch's autocast runs the op in float32 (softmax, log_softmax);
+#             KeepInput where the result stays within the inputs' range (mean, std,
+#             max, min, ...)
 #   saves     what the node keeps: "x" (the input), "y" (the output), "xy", or ""
 #   int_rule  integer inputs: "keep" (sum, prod, max, ... of integers are integers),
 #             "float" (computed as float32) or "reject" (mean, var, std, norm)
@@ -366,21 +371,21 @@ def _red(name, amp="KeepInput", saves="", int_rule="keep", method=True, grad=Tru
 
 
 REDUCTIONS = [
-    _red("sum"),
+    _red("sum", amp="ForceFP32"),
     _red("mean", int_rule="reject"),
-    _red("prod", saves="x"),
+    _red("prod", amp="ForceFP32", saves="x"),
     _red("amax", saves="xy"),
     _red("amin", saves="xy"),
     _red("max", saves="xy"),
     _red("min", saves="xy"),
     _red("argmax", grad=False),
     _red("argmin", grad=False),
-    _red("var", saves="x", int_rule="reject"),
+    _red("var", amp="ForceFP32", saves="x", int_rule="reject"),
     _red("std", saves="xy", int_rule="reject"),
     _red("logsumexp", amp="ForceFP32", saves="xy", int_rule="float"),
-    _red("norm", saves="xy", int_rule="reject"),
-    _red("cumsum"),
-    _red("cumprod", saves="xy"),
+    _red("norm", amp="ForceFP32", saves="xy", int_rule="reject"),
+    _red("cumsum", amp="ForceFP32"),
+    _red("cumprod", amp="ForceFP32", saves="xy"),
     _red("softmax", amp="ForceFP32", saves="y", int_rule="float"),
     _red("log_softmax", amp="ForceFP32", saves="y", int_rule="float"),
     _red("all", grad=False),

@@ -164,9 +164,9 @@ cdef class ReduceBackward(Node):
 
 
 cdef inline cnp.ndarray _compute_arr(Tensor x):
-    """The array an op computes on: float16 goes through float32."""
-    if x._dtype is float16:
-        return x._data.astype(np.float32)
+    """The array an op computes on: float16 and bfloat16 go through float32."""
+    if _is_half_code(x._dtype.code):
+        return _half_to_f32(x._data)
     return x._data
 
 
@@ -197,8 +197,8 @@ cdef inline object _ax(tuple axes):
 
 
 cdef inline DType _acc(DType dt):
-    """The dtype a reduction computes in: float16 goes through float32, as on the CPU."""
-    return float32 if dt is float16 else dt
+    """The dtype a reduction computes in: half types go through float32, as on the CPU."""
+    return float32 if _is_half_code(dt.code) else dt
 
 
 cdef object _mxa(Tensor x, DType dt):
@@ -324,7 +324,7 @@ cdef cnp.ndarray _sum_array(cnp.ndarray a, tuple axes, bint keepdim, DType out_d
         r = _kernel_reduce(LR_SUM, a, axes, keepdim, False)
         if r is not None:
             return <cnp.ndarray>r[0]
-    acc = np.float32 if out_dt is float16 else out_dt.numpy_dtype
+    acc = np.float32 if _is_half_code(out_dt.code) else out_dt.numpy_dtype
     r = np.add.reduce(a, axis=axes, dtype=acc, keepdims=keepdim)
     return _as_ndarray(r).astype(out_dt.numpy_dtype, copy=False)
 
@@ -372,7 +372,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None
         s = _mx_sum(x, _acc(out_dt), axes, keepdim)
         y = _out_mx(s / mx_.array(count, dtype=acc), out_dt)       # 0 / 0 = nan, as on the CPU
     else:
-        s = _sum_array(x._data, axes, keepdim, float32 if out_dt is float16 else out_dt)
+        s = _sum_array(x._data, axes, keepdim, float32 if _is_half_code(out_dt.code) else out_dt)
         with np.errstate(invalid="ignore", divide="ignore"):
             m = _as_ndarray(np.true_divide(s, s.dtype.type(count) if count else s.dtype.type(0)))
         y = _wrap(m.astype(out_dt.numpy_dtype, copy=False), out_dt)
@@ -452,7 +452,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None
                         out_dt)
     else:
         r = np.multiply.reduce(_compute_arr(x), axis=axes, keepdims=keepdim,
-                               dtype=np.float32 if out_dt is float16 else out_dt.numpy_dtype)
+                               dtype=np.float32 if _is_half_code(out_dt.code) else out_dt.numpy_dtype)
         y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_prod, y, (x,), (axes, keepdim))
@@ -929,7 +929,7 @@ def cumsum(input, dim=None, *, dtype=None, axis=None):
     else:
         a = _compute_arr(x)
         r = np.cumsum(a, axis=d if a.ndim else None,
-                      dtype=np.float32 if out_dt is float16 else out_dt.numpy_dtype).reshape(_shp(a))
+                      dtype=np.float32 if _is_half_code(out_dt.code) else out_dt.numpy_dtype).reshape(_shp(a))
         y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_cumsum, y, (x,), ((d,), True))
@@ -1011,7 +1011,7 @@ def cumprod(input, dim=None, *, dtype=None, axis=None):
     else:
         a = _compute_arr(x)
         r = np.cumprod(a, axis=d if a.ndim else None,
-                       dtype=np.float32 if out_dt is float16 else out_dt.numpy_dtype).reshape(_shp(a))
+                       dtype=np.float32 if _is_half_code(out_dt.code) else out_dt.numpy_dtype).reshape(_shp(a))
         y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_cumprod, y, (x,), ((d,), True))

@@ -20,6 +20,18 @@ cdef DType bool_ = dtype_of_code(DT_BOOL)
 cdef DType float16 = dtype_of_code(DT_FLOAT16)
 cdef DType float32 = dtype_of_code(DT_FLOAT32)
 cdef tuple _NO_EDGE = (None, 0)
+cdef int _BF16_NUM = dtype_of_code(DT_BFLOAT16).typenum
+
+cdef extern from "lucid_half.h" nogil:
+    enum:
+        LH_F16
+        LH_BF16
+    ctypedef void (*lucid_f32_map)(float *, const float *, const int *) noexcept nogil
+    ctypedef void (*lucid_f32_grad)(float *, const float *, const float *, const int *) noexcept nogil
+    void lucid_half_map(int kind, lucid_f32_map f, unsigned short *y, const unsigned short *x,
+                        Py_ssize_t n)
+    void lucid_half_grad(int kind, lucid_f32_grad f, unsigned short *gx, const unsigned short *g,
+                         const unsigned short *s, Py_ssize_t n)
 
 ctypedef void (*vf32_t)(float *, const float *, const int *) noexcept nogil
 ctypedef void (*vf64_t)(double *, const double *, const int *) noexcept nogil
@@ -86,16 +98,23 @@ cdef inline void _map(const UnaryKernels *k, int num, void *y, const void *x,
                       Py_ssize_t n) noexcept nogil:
     if num == cnp.NPY_FLOAT:
         _map_f32(k.f32, <float *>y, <const float *>x, n)
-    else:
+    elif num == cnp.NPY_DOUBLE:
         _map_f64(k.f64, <double *>y, <const double *>x, n)
+    else:       # float16 / bfloat16: the float32 kernel on blocks, rounded once (lucid_half.c)
+        lucid_half_map(LH_F16 if num == cnp.NPY_FLOAT16 else LH_BF16, <lucid_f32_map>k.f32,
+                       <unsigned short *>y, <const unsigned short *>x, n)
 
 
 cdef inline void _grad_apply(const UnaryKernels *k, int num, void *gx, const void *g, const void *s,
                        Py_ssize_t n) noexcept nogil:
     if num == cnp.NPY_FLOAT:
         _grad_f32(k.g32, <float *>gx, <const float *>g, <const float *>s, n)
-    else:
+    elif num == cnp.NPY_DOUBLE:
         _grad_f64(k.g64, <double *>gx, <const double *>g, <const double *>s, n)
+    else:
+        lucid_half_grad(LH_F16 if num == cnp.NPY_FLOAT16 else LH_BF16, <lucid_f32_grad>k.g32,
+                        <unsigned short *>gx, <const unsigned short *>g,
+                        <const unsigned short *>s, n)
 
 
 # Large arrays run on lucid's pool (core's _parallel_for): one piece per
@@ -155,12 +174,11 @@ cdef enum:
 
 
 cdef cnp.ndarray _unary_kernel(const UnaryKernels *k, cnp.ndarray a):
-    """y = f(a) for a float16/32/64 ndarray; float16 goes through float32."""
+    """y = f(a) for a float16 / bfloat16 / float32 / float64 ndarray; half goes through
+    the float32 kernel block by block (_map)."""
     cdef int num = cnp.PyArray_TYPE(a)
     cdef cnp.ndarray out
     cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
-    if num == cnp.NPY_FLOAT16:
-        return _to_half(_unary_kernel(k, a.astype(np.float32)))
     if not cnp.PyArray_IS_C_CONTIGUOUS(a):
         return _unary_kernel_strided(k, a, num)
     if not cnp.PyArray_ISALIGNED(a):      # e.g. from_numpy of a byte buffer at an odd offset
@@ -198,10 +216,8 @@ cdef cnp.ndarray _unary_grad_kernel(const UnaryKernels *k, cnp.ndarray g, cnp.nd
     cdef int num = cnp.PyArray_TYPE(s)
     cdef cnp.ndarray out
     cdef Py_ssize_t n = cnp.PyArray_SIZE(s)
-    if num == cnp.NPY_FLOAT16:
-        return _to_half(_unary_grad_kernel(k, g.astype(np.float32), s.astype(np.float32)))
     if cnp.PyArray_TYPE(g) != num:
-        g = g.astype(s.dtype)
+        g = _store(g, _dtype_of_array(s))
     if _shp(g) != _shp(s):
         g = np.broadcast_to(g, _shp(s))
     if not (cnp.PyArray_IS_C_CONTIGUOUS(g) and cnp.PyArray_IS_C_CONTIGUOUS(s)
@@ -242,7 +258,8 @@ cdef class UnaryCPU(Kernel):
     cdef object int_fn
 
     cdef object run1(self, cnp.ndarray x, object params):
-        if self.int_fn is not None and not cnp.PyArray_ISFLOAT(x):     # bool, int32, int64
+        if (self.int_fn is not None and not cnp.PyArray_ISFLOAT(x)      # bool, int32, int64
+                and cnp.PyArray_TYPE(x) != _BF16_NUM):
             return self.int_fn(x)
         return _unary_kernel(self.k, x)
 

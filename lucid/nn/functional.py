@@ -5,6 +5,7 @@ come from those ops' nodes. Convolutions and pools gather their windows as strid
 slices of the (padded) input, one per kernel offset, stacked into an im2col matrix
 and reduced by one batched matmul (or a max/sum over the window axis).
 """
+import functools
 import math
 import numbers
 
@@ -34,6 +35,22 @@ def _reduce(loss, reduction):
                      f"{_reduction_names}")
 
 
+def _fp32(fn):
+    """The AMP policy ForceFP32 of losses and normalisations, as PyTorch's autocast: half
+    (float16 / bfloat16) tensor arguments are upcast to float32 by recorded casts, so the
+    result is float32 and each half leaf still gets its gradient in its own dtype."""
+    half = (lucid.float16, lucid.bfloat16)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        args = [a.float() if isinstance(a, lucid.Tensor) and a.dtype in half else a for a in args]
+        kwargs = {k: (v.float() if isinstance(v, lucid.Tensor) and v.dtype in half else v)
+                  for k, v in kwargs.items()}
+        return fn(*args, **kwargs)
+    wrapper.amp_policy = "ForceFP32"
+    return wrapper
+
+
 def _const(value, like):
     """A scalar tensor with ``like``'s dtype (keeps float32 graphs in float32)."""
     return lucid.tensor(value, dtype=like.dtype, device=like.device)
@@ -44,6 +61,8 @@ def _const(value, like):
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias``; weight has shape (out_features, in_features)."""
     out = lucid.matmul(input, weight.T)
+    if bias is not None and lucid.is_autocast_enabled():
+        bias = lucid.amp._lowp(bias)    # the matmul family runs in the autocast dtype
     return out + bias if bias is not None else out
 
 
@@ -169,6 +188,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return input * (keep * (1.0 / (1.0 - p)))
 
 
+@_fp32
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the last ``len(normalized_shape)`` dims (biased variance)."""
     if isinstance(normalized_shape, numbers.Integral):
@@ -223,6 +243,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return out
 
 
+@_fp32
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     n, c = input.shape[0], input.shape[1]
     x = input.reshape(n, num_groups, -1)
@@ -723,15 +744,18 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
 
 # -- losses ---------------------------------------------------------------------------------------------------
 
+@_fp32
 def mse_loss(input, target, reduction="mean"):
     d = input - target
     return _reduce(d * d, reduction)
 
 
+@_fp32
 def l1_loss(input, target, reduction="mean"):
     return _reduce(lucid.abs(input - target), reduction)
 
 
+@_fp32
 def huber_loss(input, target, reduction="mean", delta=1.0):
     d = input - target
     a = lucid.abs(d)
@@ -739,6 +763,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
     return _reduce(loss, reduction)
 
 
+@_fp32
 def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     d = input - target
     a = lucid.abs(d)
@@ -752,6 +777,7 @@ def _class_weight_shape(ndim):
     return (1, -1) + (1,) * (ndim - 2)
 
 
+@_fp32
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """``-input[n, target[n]]`` (times the class weight); class dim is 1. ``mean``
     divides by the summed weights of the targets that are not ignored."""
@@ -770,6 +796,7 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     return _reduce(loss, reduction)
 
 
+@_fp32
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
                   label_smoothing=0.0):
     """log_softmax over dim 1, then the NLL of class-index targets, or the cross entropy
@@ -822,6 +849,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     return (1 - label_smoothing) * nll + ret * (label_smoothing / c)
 
 
+@_fp32
 def binary_cross_entropy(input, target, weight=None, reduction="mean"):
     """``-(y log p + (1 - y) log(1 - p))``, each log clamped at -100 as torch."""
     logp = lucid.clamp(lucid.log(input), min=-100.0)
@@ -832,6 +860,7 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
     return _reduce(loss, reduction)
 
 
+@_fp32
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean",
                                      pos_weight=None):
     """Sigmoid + BCE in the stable form ``(1 - y) x + w_pos softplus(-x)``."""
@@ -846,6 +875,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     return _reduce(loss, reduction)
 
 
+@_fp32
 def kl_div(input, target, reduction="mean", log_target=False):
     if log_target:
         loss = lucid.exp(target) * (target - input)
@@ -858,5 +888,6 @@ def kl_div(input, target, reduction="mean", log_target=False):
     return _reduce(loss, reduction)
 
 
+@_fp32
 def soft_margin_loss(input, target, reduction="mean"):
     return _reduce(lucid.softplus(-target * input), reduction)

@@ -3,4 +3,6 @@
 #ifndef LUCID_STATE_H
 #define LUCID_STATE_H
 static _Thread_local int lucid_grad_enabled = 1;
+/* lucid.autocast: the dtype code ops of the matmul family run in, -1 when off. */
+static _Thread_local int lucid_autocast_code = -1;
 #endif

@@ -1,0 +1,114 @@
+"""Half precision (float16 / bfloat16) against float32, and against torch's half CPU
+kernels, as ratios in one run.
+
+Group ``half-<op>-<size>-t1``: the baseline "lucid" is lucid's float32 kernel; the
+peers are lucid in float16 ("lucid_f16") and bfloat16 ("lucid_bf16"), and torch in
+float32 / float16 / bfloat16. The ratio table of bench/conftest.py then reads
+directly as "half time / float32 time". Targets (issue 11): lucid_f16 and lucid_bf16
+<= 1.2 at 1e5, < 1 at 1e7 (memory bound: half reads and writes half the bytes).
+
+Ops: Promote element-wise ops, which stay in the half dtype (tanh, sin, gelu, relu,
+add, mul); the ForceFP32 ones (exp, log, ...) return float32 by policy. One thread
+for both libraries. Nothing here asserts on time; every body first checks that the
+result is the float32 result rounded to the half type within one half ULP.
+
+    python -m pytest bench/test_half_bench.py --benchmark-only -q
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from _lucid_bench import import_lucid, set_threads
+
+lucid, _why = import_lucid()
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+try:
+    import ml_dtypes
+except ImportError:  # pragma: no cover
+    ml_dtypes = None
+
+SIZES = [100_000, 10_000_000]
+OPS = {   # name: (arity, lucid call, torch call, numpy float32 reference)
+    "tanh": (1, lambda x: lucid.tanh(x), lambda x: torch.tanh(x), np.tanh),
+    "sin": (1, lambda x: lucid.sin(x), lambda x: torch.sin(x), np.sin),
+    "gelu": (1, lambda x: lucid.nn.functional.gelu(x),
+             lambda x: torch.nn.functional.gelu(x), None),
+    "relu": (1, lambda x: lucid.relu(x), lambda x: torch.relu(x),
+             lambda x: np.maximum(x, np.float32(0))),
+    "add": (2, lambda x, y: x + y, lambda x, y: x + y, np.add),
+    "mul": (2, lambda x, y: x * y, lambda x, y: x * y, np.multiply),
+}
+PEERS = ["lucid", "lucid_f16", "lucid_bf16", "torch_f32", "torch_f16", "torch_bf16"]
+_DT = {"lucid": "float32", "lucid_f16": "float16", "lucid_bf16": "bfloat16",
+       "torch_f32": "float32", "torch_f16": "float16", "torch_bf16": "bfloat16"}
+
+
+def _np_dtype(name):
+    return ml_dtypes.bfloat16 if name == "bfloat16" else np.dtype(name)
+
+
+def _inputs(size, arity, dtname):
+    rng = np.random.default_rng(size)
+    return [rng.uniform(-3, 3, size).astype(np.float32).astype(_np_dtype(dtname))
+            for _ in range(arity)]
+
+
+def _check(got, xs, ref, dtname):
+    """got (a NumPy array) is the float32 reference on the same inputs, rounded to
+    dtname, within one ULP of dtname (float32: lucid's and torch's 4-ULP contract)."""
+    if ref is None:
+        return
+    want = np.asarray(ref(*[x.astype(np.float32) for x in xs]), np.float32)
+    want = want.astype(_np_dtype(dtname))
+    diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    ulp = np.abs(np.spacing(want.astype(np.float32)).astype(np.float64)) * (
+        4 if dtname == "float32" else (2 ** 13 if dtname == "float16" else 2 ** 16))
+    tiny = {"float32": 2.0 ** -149, "float16": 2.0 ** -24, "bfloat16": 2.0 ** -133}[dtname]
+    assert np.all(diff <= np.maximum(ulp, tiny)), f"{dtname}: max diff {diff.max()}"
+
+
+@pytest.mark.parametrize("peer_name", PEERS)
+@pytest.mark.parametrize("size", SIZES, ids=["1e5", "1e7"])
+@pytest.mark.parametrize("op", list(OPS))
+def test_half_elementwise(benchmark, op, size, peer_name):
+    arity, lfn, tfn, ref = OPS[op]
+    dtname = _DT[peer_name]
+    xs = _inputs(size, arity, dtname)
+    if peer_name.startswith("lucid"):
+        if lucid is None:
+            pytest.skip(_why)
+        set_threads(1)
+        args = [lucid.from_numpy(x) for x in xs]
+        fn = lfn
+        _check(fn(*args).numpy(), xs, ref, dtname)
+    else:
+        if torch is None:
+            pytest.skip("torch is not installed")
+        set_threads(1)
+        tdt = getattr(torch, dtname)
+        args = [torch.from_numpy(x.astype(np.float32)).to(tdt) for x in xs]
+        fn = tfn
+        _check(fn(*args).float().numpy().astype(_np_dtype(dtname)), xs, ref, dtname)
+    benchmark.group = f"half-{op}-{size:.0e}-t1".replace("+0", "")
+    benchmark.extra_info.update(peer=peer_name, op=op, size=size, dtype=dtname, threads=1)
+    benchmark(fn, *args)
+
+
+@pytest.mark.parametrize("dtname", ["float16", "bfloat16"])
+def test_half_storage_saves_memory(benchmark, dtname):
+    """Bytes held by a 1e7-element tensor: half storage is exactly half of float32's.
+    (Benchmarked: the cast from float32, whose result is measured.)"""
+    if lucid is None:
+        pytest.skip(_why)
+    x32 = lucid.zeros(10_000_000)
+    dt = getattr(lucid, dtname)
+    h = benchmark(x32.to, dt)
+    b32, bh = x32.numpy().nbytes, h.numpy().nbytes
+    benchmark.extra_info.update(bytes_float32=b32, bytes_half=bh, saved=1 - bh / b32)
+    assert bh * 2 == b32
+    print(f"\n{dtname}: 1e7 elements hold {bh / 1e6:.0f} MB vs {b32 / 1e6:.0f} MB in float32 "
+          f"({100 * (1 - bh / b32):.0f}% saved)")

@@ -1,0 +1,53 @@
+/*
+ * lucid_half.h -- half-precision storage (IEEE float16 and bfloat16) for kernels that
+ * compute in float32.
+ *
+ * A half kernel reads a block of half values into a float32 buffer on the stack, runs
+ * the float32 kernel on it, and rounds the block once (round to nearest even) into the
+ * output: results are correctly rounded float32 results rounded to half, and no full
+ * float32 copy of an array is ever made. The conversions are AVX-512 (vcvtph2ps /
+ * vcvtps2ph for float16, integer rounding for bfloat16), AVX2 + F16C, or portable C,
+ * chosen once at run time.
+ */
+#ifndef LUCID_HALF_H
+#define LUCID_HALF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { LH_F16 = 0, LH_BF16 = 1 };
+
+/* Conversions of n contiguous elements; kind is LH_F16 or LH_BF16. */
+void lucid_half_to_f32(int kind, float *y, const uint16_t *x, ptrdiff_t n);
+void lucid_f32_to_half(int kind, uint16_t *y, const float *x, ptrdiff_t n);
+
+/* y = f(x) over n half elements, through f's float32 kernel. */
+typedef void (*lucid_f32_map)(float *y, const float *x, const int *n);
+void lucid_half_map(int kind, lucid_f32_map f, uint16_t *y, const uint16_t *x, ptrdiff_t n);
+
+/* gx = f(g, s) over n half elements (a unary op's fused backward). */
+typedef void (*lucid_f32_grad)(float *gx, const float *g, const float *s, const int *n);
+void lucid_half_grad(int kind, lucid_f32_grad f, uint16_t *gx, const uint16_t *g,
+                     const uint16_t *s, ptrdiff_t n);
+
+/* z = a op b over n half elements, op one of LH_ADD..LH_MAX; a single value is
+ * broadcast when its stride flag (sa / sb) is 0. */
+enum { LH_ADD = 0, LH_SUB = 1, LH_MUL = 2, LH_DIV = 3 };
+void lucid_half_binary(int kind, int op, uint16_t *z, const uint16_t *a, int sa,
+                       const uint16_t *b, int sb, ptrdiff_t n);
+
+/* z = x op s (s_first: s op x) over n half elements, s a float32 scalar. */
+void lucid_half_binary_scalar(int kind, int op, uint16_t *z, const uint16_t *x, float s,
+                              int s_first, ptrdiff_t n);
+
+/* The conversion instructions chosen at run time ("avx512", "f16c", "c"). */
+const char *lucid_half_isa(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LUCID_HALF_H */
