@@ -231,7 +231,9 @@ def test_creation_functions_take_device():
 
 
 def test_round_trip_is_exact_and_keeps_dtype():
-    for dt in (np.float32, np.float64, np.int32, np.int64, np.bool_, np.float16):
+    import ml_dtypes
+    for dt in (np.float32, np.float64, np.int32, np.int64, np.bool_, np.float16,
+               ml_dtypes.bfloat16):
         a = (np.random.default_rng(0).standard_normal((3, 4)) * 100).astype(dt)
         t = lucid.from_numpy(a).to("gpu")
         assert t.device == "gpu" and t.dtype.numpy_dtype == np.dtype(dt)
@@ -449,3 +451,33 @@ def test_nn_layers_on_gpu_match_cpu(name):
         out[dev] = [y] + [xt.grad] + [p.grad for p in m.parameters()]
     for k, (c, g) in enumerate(zip(out["cpu"], out["gpu"])):
         _close(_host(g), _host(c), 1e-4, f"{name} tensor {k}")
+
+
+def test_autocast_and_grad_scaler_on_gpu():
+    rng = np.random.default_rng(6)
+    x0, w0 = rng.standard_normal((4, 8)), rng.standard_normal((8, 3))
+    got = {}
+    for dev in ("cpu", "gpu"):
+        x = lucid.tensor(x0, dtype=lucid.float32, device=dev, requires_grad=True)
+        w = lucid.tensor(w0, dtype=lucid.float32, device=dev, requires_grad=True)
+        with lucid.autocast(dtype=lucid.bfloat16):
+            y = x @ w
+            assert y.dtype is lucid.bfloat16 and y.device == dev      # Promote: autocast dtype
+            z = lucid.exp(y)
+            assert z.dtype is lucid.float32                             # ForceFP32
+        z.sum().backward()
+        assert x.grad.dtype is lucid.float32 and x.grad.device == dev  # the leaf's dtype
+        got[dev] = (y.float().cpu().numpy(), x.grad.cpu().numpy())
+    for a, b in zip(got["gpu"], got["cpu"]):
+        np.testing.assert_allclose(a, b, rtol=2e-2, atol=1e-2)
+    m = lucid.nn.Linear(8, 3).to("gpu")
+    opt = lucid.optim.SGD(m.parameters(), lr=0.1)
+    scaler = lucid.amp.GradScaler()
+    with lucid.autocast(dtype=lucid.float16):
+        loss = m(lucid.tensor(x0, device="gpu", dtype=lucid.float32)).float().pow(2).mean()
+    scaler.scale(loss).backward()
+    before = m.weight.detach().cpu().numpy().copy()
+    scaler.step(opt)
+    scaler.update()
+    assert m.weight.device == "gpu"
+    assert not np.allclose(m.weight.detach().cpu().numpy(), before)

@@ -1122,6 +1122,8 @@ cdef cnp.ndarray _host(Tensor t):
     m = mlx()
     a = t._mx
     m.eval(a)
+    if t._dtype is bfloat16:      # no buffer format for bfloat16: move its bits
+        return np.asarray(a.view(m.uint16)).view(bfloat16.numpy_dtype)
     return np.asarray(a)
 
 
@@ -1132,7 +1134,11 @@ cdef Tensor to_device(Tensor x, bint gpu):
         return x
     cdef Tensor y
     if gpu:
-        y = _wrap_mx(mlx().array(x._data, dtype=mx_dtype(x._dtype)), x._dtype)
+        m = mlx()
+        if x._dtype is bfloat16:
+            y = _wrap_mx(m.array(x._data.view(np.uint16)).view(m.bfloat16), x._dtype)
+        else:
+            y = _wrap_mx(m.array(x._data, dtype=mx_dtype(x._dtype)), x._dtype)
     else:
         y = _wrap(_host(x), x._dtype)
     cdef ToBackward node
