@@ -222,7 +222,7 @@ cdef class Tensor:
     # NumPy defers binary operators with a Tensor on the right to Tensor.__radd__ etc.
     __array_priority__ = 1000
 
-    def __cinit__(self, *args, **kwargs):
+    def __cinit__(self):
         # A tensor always has storage: until __init__ (or _wrap) gives it its own, it
         # holds the empty read-only placeholder, which ops refuse (_as_tensor, prepare,
         # dispatch_binary) and which is memory-safe for everything else. So
@@ -1083,7 +1083,7 @@ cdef list _topo_order(list roots):
     """Nodes reachable from ``roots``, each after every node that sends it gradient."""
     cdef list post = []
     cdef set seen = set()
-    cdef list stack
+    cdef list stack, frame
     cdef Node node, child
     cdef Py_ssize_t i
     for r in roots:
@@ -1097,7 +1097,7 @@ cdef list _topo_order(list roots):
             i = frame[1]
             if node._next is not None and i < len(node._next):
                 frame[1] = i + 1
-                child = node._next[i][0]
+                child = (<tuple>node._next[i])[0]
                 if child is not None and child not in seen:
                     seen.add(child)
                     stack.append([child, 0])
@@ -1174,7 +1174,8 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
                     needed.add(node)
                     break
 
-    cdef dict hooked = {}          # id(leaf with hooks) -> (leaf, summed gradient)
+    cdef dict hooked = None        # id(leaf with hooks) -> (leaf, summed gradient)
+    cdef tuple grads
     cdef int prev_mode = lucid_grad_enabled
     global lucid_grad_enabled
     lucid_grad_enabled = 1 if create_graph else 0
@@ -1194,6 +1195,8 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
             if type(node) is AccumulateGrad:
                 t = (<AccumulateGrad>node).variable
                 if _LEAF_HOOKS and id(t) in _LEAF_HOOKS:   # hooks see the summed gradient
+                    if hooked is None:
+                        hooked = {}
                     hooked[id(t)] = (t, _sum_grads(hooked[id(t)][1], g, create_graph)
                                      if id(t) in hooked else g)
                     continue
@@ -1212,7 +1215,7 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
             if not keep_graph:
                 node._release()
             for i in range(len(node._next)):
-                child = node._next[i][0]
+                child = (<tuple>node._next[i])[0]
                 gi = grads[i]
                 if child is None or gi is None:
                     continue
@@ -1224,7 +1227,7 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
                     buffers[child] = _sum_grads(buffers[child], gi, create_graph)
                 else:
                     buffers[child] = gi
-        for t, g in hooked.values():
+        for t, g in (hooked.values() if hooked is not None else ()):
             g = _run_hooks(_LEAF_HOOKS[id(t)], g, create_graph)
             if capture:
                 for i in leaf_slot.get(id(t), ()):
