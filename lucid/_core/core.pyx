@@ -6,6 +6,7 @@ extensions of their own that ``cimport`` this module's ``core.pxd``; they supply
 kernels and backward nodes, never their own dispatch. Public functions reach
 ``lucid`` / ``lucid.ops`` and Tensor methods through :func:`export`.
 """
+cimport cython
 cimport numpy as cnp
 from cpython.buffer cimport PyBuffer_Release, PyObject_GetBuffer
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
@@ -206,10 +207,14 @@ cpdef Device device(object spec="cpu"):
     raise ValueError(f"unknown device {spec!r}; expected 'cpu'")
 
 
+# Freelists: an op's tensors, saved tensors and version counters are created and freed
+# on every call; reusing their memory keeps the fixed cost of an op low.
+@cython.freelist(64)
 cdef class _VersionCounter:
     """Shared by a tensor and its views; every in-place op bumps it."""
 
 
+@cython.freelist(64)
 cdef class Tensor:
     """An n-dimensional array with reverse-mode autograd.
 
@@ -947,6 +952,7 @@ cdef cnp.ndarray _contig(cnp.ndarray a):
     return np.array(a, order="C", copy=True)
 
 
+@cython.freelist(64)
 cdef class SavedTensor:
     """A tensor kept for backward, with the version it had when saved. A saved input
     keeps the tensor itself (_tensor); a saved output only its storage (_data), so
