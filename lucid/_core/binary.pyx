@@ -494,6 +494,15 @@ cdef class BinaryBackward(Node):
     cdef list _saved_list(self):
         return [s for s in (self._saved_a, self._saved_b, self._saved_out) if s is not None]
 
+    cdef void _release(self):
+        self._released = True
+        if self._saved_a is not None:
+            self._saved_a.release()
+        if self._saved_b is not None:
+            self._saved_b.release()
+        if self._saved_out is not None:
+            self._saved_out.release()
+
     cdef inline bint _wants(self, int side):
         return self._next[side][0] is not None
 

@@ -6,6 +6,7 @@ extensions of their own that ``cimport`` this module's ``core.pxd``; they supply
 kernels and backward nodes, never their own dispatch. Public functions reach
 ``lucid`` / ``lucid.ops`` and Tensor methods through :func:`export`.
 """
+cimport cython
 cimport numpy as cnp
 from cpython.buffer cimport PyBuffer_Release, PyObject_GetBuffer
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
@@ -240,10 +241,14 @@ cpdef Device device(object spec="cpu"):
                      "(or its aliases 'metal', 'cuda', 'gpu:0')")
 
 
+# Freelists: an op's tensors, saved tensors and version counters are created and freed
+# on every call; reusing their memory keeps the fixed cost of an op low.
+@cython.freelist(64)
 cdef class _VersionCounter:
     """Shared by a tensor and its views; every in-place op bumps it."""
 
 
+@cython.freelist(64)
 cdef class Tensor:
     """An n-dimensional array with reverse-mode autograd.
 
@@ -256,7 +261,7 @@ cdef class Tensor:
     # NumPy defers binary operators with a Tensor on the right to Tensor.__radd__ etc.
     __array_priority__ = 1000
 
-    def __cinit__(self, *args, **kwargs):
+    def __cinit__(self):
         # A tensor always has storage: until __init__ (or _wrap) gives it its own, it
         # holds the empty read-only placeholder, which ops refuse (_as_tensor, prepare,
         # dispatch_binary) and which is memory-safe for everything else. So
@@ -1257,6 +1262,7 @@ cdef cnp.ndarray _contig(cnp.ndarray a):
     return np.array(a, order="C", copy=True)
 
 
+@cython.freelist(64)
 cdef class SavedTensor:
     """A tensor kept for backward, with the version it had when saved. A saved input
     keeps the tensor itself (_tensor); a saved output only its storage (_data), so
@@ -1446,7 +1452,7 @@ cdef list _topo_order(list roots):
     """Nodes reachable from ``roots``, each after every node that sends it gradient."""
     cdef list post = []
     cdef set seen = set()
-    cdef list stack
+    cdef list stack, frame
     cdef Node node, child
     cdef Py_ssize_t i
     for r in roots:
@@ -1460,7 +1466,7 @@ cdef list _topo_order(list roots):
             i = frame[1]
             if node._next is not None and i < len(node._next):
                 frame[1] = i + 1
-                child = node._next[i][0]
+                child = (<tuple>node._next[i])[0]
                 if child is not None and child not in seen:
                     seen.add(child)
                     stack.append([child, 0])
@@ -1475,6 +1481,13 @@ cdef inline object _sum_grads(object a, object b, bint create_graph):
     if create_graph or isinstance(a, Tensor):
         return dispatch_binary(_operator_schema(_OP_ADD), a, b, 1)
     return _as_ndarray(np.add(a, b))
+
+
+cdef list _gpu_leaf(list acc, Tensor g):
+    if acc is None:
+        acc = []
+    acc.append(g._mx)
+    return acc
 
 
 cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint create_graph,
@@ -1537,8 +1550,9 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
                     needed.add(node)
                     break
 
-    cdef dict hooked = {}          # id(leaf with hooks) -> (leaf, summed gradient)
-    cdef list on_gpu = []          # leaf gradients on the gpu, evaluated at the end
+    cdef dict hooked = None        # id(leaf with hooks) -> (leaf, summed gradient)
+    cdef tuple grads
+    cdef list on_gpu = None        # leaf gradients on the gpu, evaluated at the end
     cdef bint tm
     cdef int prev_mode = lucid_grad_enabled
     global lucid_grad_enabled
@@ -1559,6 +1573,8 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
             if type(node) is AccumulateGrad:
                 t = (<AccumulateGrad>node).variable
                 if _LEAF_HOOKS and id(t) in _LEAF_HOOKS:   # hooks see the summed gradient
+                    if hooked is None:
+                        hooked = {}
                     hooked[id(t)] = (t, _sum_grads(hooked[id(t)][1], g, create_graph)
                                      if id(t) in hooked else g)
                     continue
@@ -1568,7 +1584,7 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
                 else:
                     _accumulate(t, g, create_graph)
                     if (<Tensor>t._grad)._mx is not None:
-                        on_gpu.append((<Tensor>t._grad)._mx)
+                        on_gpu = _gpu_leaf(on_gpu, <Tensor>t._grad)
                 continue
             if node._released:
                 raise LucidError(
@@ -1582,7 +1598,7 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
             if not keep_graph:
                 node._release()
             for i in range(len(node._next)):
-                child = node._next[i][0]
+                child = (<tuple>node._next[i])[0]
                 gi = grads[i]
                 if child is None or gi is None:
                     continue
@@ -1594,7 +1610,7 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
                     buffers[child] = _sum_grads(buffers[child], gi, create_graph)
                 else:
                     buffers[child] = gi
-        for t, g in hooked.values():
+        for t, g in (hooked.values() if hooked is not None else ()):
             g = _run_hooks(_LEAF_HOOKS[id(t)], g, create_graph)
             if capture:
                 for i in leaf_slot.get(id(t), ()):
@@ -1602,7 +1618,7 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
             else:
                 _accumulate(t, g, create_graph)
                 if (<Tensor>t._grad)._mx is not None:
-                    on_gpu.append((<Tensor>t._grad)._mx)
+                    on_gpu = _gpu_leaf(on_gpu, <Tensor>t._grad)
     finally:
         lucid_grad_enabled = prev_mode
     if on_gpu:       # the lazy graph ends here: one MLX evaluation for every leaf gradient

@@ -317,6 +317,11 @@ cdef class UnaryBackward(Node):
     cdef list _saved_list(self):
         return [self._saved] if self._saved is not None else []
 
+    cdef void _release(self):
+        self._released = True
+        if self._saved is not None:
+            self._saved.release()
+
     @property
     def _saved_self(self):
         if self._saved is None or self._saves_output:
