@@ -185,6 +185,11 @@ class GradScaler:
             g = p.grad
             if g is None:
                 continue
+            if g.device == "gpu":     # MLX arrays are immutable: a new gradient tensor
+                u = g.detach() * float(inv)
+                found = found or not bool(lucid.isfinite(u).all())
+                p.grad = u
+                continue
             a = g.detach().numpy()
             with np.errstate(over="ignore", invalid="ignore"):
                 u = a.astype(np.float32) * inv if a.dtype != np.float64 else a * float(inv)

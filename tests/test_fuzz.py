@@ -20,7 +20,7 @@ from lucid._core import optable
 
 torch = pytest.importorskip("torch")
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from hypothesis import assume, HealthCheck, given, settings, strategies as st  # noqa: E402
 
 from op_data import OPS, REF_HELPERS  # noqa: E402
 
@@ -265,6 +265,12 @@ def test_fuzz_binary(name, data):
         lb = tb = s
         if kind == "st":
             la, lb, ta, tb = lb, la, tb, ta
+    if kind == "tt" and a.dtype != b.dtype and "float16" in (a.dtype.name, b.dtype.name):
+        # torch reads float32 subnormals as zero when it mixes them with float16 (1e-45 / 0
+        # is nan there); lucid keeps IEEE semantics
+        tiny = [np.abs(v[np.isfinite(v) & (v != 0)]).min(initial=np.inf) for v in (a, b)
+                if v.dtype == np.float32]
+        assume(not tiny or tiny[0] >= np.finfo(np.float32).tiny)
     r_l, r_t, e_l, e_t = both(lambda: lf(la, lb), lambda: tf(ta, tb))
     if e_t is not None or e_l is not None:
         # lucid is more permissive than torch's function forms (Python scalars on either

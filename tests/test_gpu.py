@@ -467,7 +467,7 @@ def test_autocast_and_grad_scaler_on_gpu():
             assert z.dtype is lucid.float32                             # ForceFP32
         z.sum().backward()
         assert x.grad.dtype is lucid.float32 and x.grad.device == dev  # the leaf's dtype
-        got[dev] = (y.float().cpu().numpy(), x.grad.cpu().numpy())
+        got[dev] = (y.detach().float().cpu().numpy(), x.grad.cpu().numpy())
     for a, b in zip(got["gpu"], got["cpu"]):
         np.testing.assert_allclose(a, b, rtol=2e-2, atol=1e-2)
     m = lucid.nn.Linear(8, 3).to("gpu")
@@ -481,3 +481,19 @@ def test_autocast_and_grad_scaler_on_gpu():
     scaler.update()
     assert m.weight.device == "gpu"
     assert not np.allclose(m.weight.detach().cpu().numpy(), before)
+
+
+def test_without_mlx_lucid_imports_and_says_what_to_install(tmp_path):
+    import subprocess
+    import sys
+    code = ("import sys\nsys.modules['mlx'] = None\nsys.modules['mlx.core'] = None\n"
+            "import lucid\nprint(lucid.gpu_available())\n"
+            "print(lucid.exp(lucid.ones(2)).tolist())\n"
+            "try:\n    lucid.ones(2).to('gpu')\nexcept lucid.LucidError as e:\n"
+            "    print('error:', e)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(lucid.__file__)))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=120)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "False", out.stderr
+    assert "pip install" in lines[2] and "lucid[gpu]" in lines[2]

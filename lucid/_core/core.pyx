@@ -1928,6 +1928,14 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
     # an operand cast to float16 first could overflow (0 * int32(65520) is 0, not nan).
     if (ta is not None and ta._mx is not None) or (tb is not None and tb._mx is not None):
         return _gpu_binary(s, ta, sa, tb, sb, dt, params)
+    if _is_half_code(code) and s.node is not None:
+        # As PyTorch, a Python scalar takes the half result dtype first (3.4e38 is inf in
+        # float16); the arithmetic is then done in float32 and rounded once.
+        with np.errstate(over="ignore"):
+            if ta is None:
+                sa = float(dt.numpy_dtype.type(sa))
+            if tb is None:
+                sb = float(dt.numpy_dtype.type(sb))
     # A half_native kernel does this itself, block by block, without copies, when the
     # tensor operands are already in the result dtype (scalars are passed as float32).
     cdef bint native = (_is_half_code(code) and s.node is not None and s.cpu.half_native
@@ -1935,8 +1943,15 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
     cdef DType cdt = float32 if (_is_half_code(code) and s.node is not None
                                  and not native) else dt
     try:
-        oa = _operand(ta, sa, float32 if native and ta is None else cdt)
-        ob = _operand(tb, sb, float32 if native and tb is None else cdt)
+        if cdt is not dt:
+            # As PyTorch: each operand takes the half result dtype first (int32 65520 is
+            # inf in float16), then the arithmetic runs in float32 and rounds once.
+            with np.errstate(over="ignore"):
+                oa = _as_ndarray(_operand(ta, sa, dt)).astype(np.float32)
+                ob = _as_ndarray(_operand(tb, sb, dt)).astype(np.float32)
+        else:
+            oa = _operand(ta, sa, float32 if native and ta is None else cdt)
+            ob = _operand(tb, sb, float32 if native and tb is None else cdt)
     except OverflowError:
         raise OverflowError(
             f"{s.name}(): the scalar {sa if ta is None else sb!r} does not fit in the "
