@@ -69,8 +69,9 @@ def test_table_rows_declare_the_schema_policy():
 
 
 def test_policy_audit():
-    """The issue's ForceFP32 list and the reductions whose half result can overflow
-    although the inputs are finite; the rest keep their dtype."""
+    """ForceFP32: the ops that must run in float32 under autocast (exp, log, softmax, pow,
+    norms, ...) and the reductions whose half result can overflow although the inputs
+    are finite; the rest keep their dtype."""
     force = {"exp", "log", "log2", "softmax", "log_softmax", "pow", "norm", "logsumexp",
              "sum", "prod", "cumsum", "cumprod", "var"}
     for op in force:

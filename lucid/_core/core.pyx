@@ -383,8 +383,7 @@ cdef class Tensor:
 
     def detach(self):
         """A tensor sharing this one's memory and version counter, outside the graph."""
-        cdef Tensor t = _wrap(self._data, self._dtype)
-        t._mx = self._mx
+        cdef Tensor t = _alias(self)
         t._vc = self._get_vc()
         return t
 
@@ -396,9 +395,7 @@ cdef class Tensor:
     @property
     def data(self):
         """This tensor's values, outside the graph (shares memory)."""
-        cdef Tensor t = _wrap(self._data, self._dtype)
-        t._mx = self._mx
-        return t
+        return _alias(self)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) into the ``.grad`` of every leaf that requires grad."""
@@ -1096,10 +1093,15 @@ cdef inline Tensor _wrap_mx_like(object arr, DType dt, Tensor like):
     cdef Tensor t
     if like is None or like._dtype is not dt or cnp.PyArray_BASE(like._data) != NULL:
         return _wrap_mx(arr, dt)
-    t = Tensor.__new__(Tensor)
-    t._data = like._data
-    t._dtype = dt
+    t = _wrap(like._data, dt)
     t._mx = arr
+    return t
+
+
+cdef inline Tensor _alias(Tensor x):
+    """A new tensor (no history) on x's storage, on either device."""
+    cdef Tensor t = _wrap(x._data, x._dtype)
+    t._mx = x._mx
     return t
 
 
@@ -1110,12 +1112,12 @@ cdef object _mx_of(object v, DType dt):
     if isinstance(v, Tensor):
         a = (<Tensor>v)._mx
         if a is None:
-            raise _device_mismatch(None, v)
+            raise _device_mismatch(None)
         return a if (<Tensor>v)._dtype is dt else a.astype(mx_dtype(dt))
     return m.array(v, dtype=mx_dtype(dt))
 
 
-cdef object _device_mismatch(str op, object cpu_tensor):
+cdef object _device_mismatch(str op):
     what = f"lucid.{op}()" if op else "an op"
     return LucidError(
         f"Expected all tensors to be on the same device, but {what} got tensors on gpu "
@@ -1146,13 +1148,8 @@ cdef Tensor to_device(Tensor x, bint gpu):
             y = _wrap_mx(m.array(x._data, dtype=mx_dtype(x._dtype)), x._dtype)
     else:
         y = _wrap(_host(x), x._dtype)
-    cdef ToBackward node
     if lucid_grad_enabled and x._requires_grad:
-        node = ToBackward.__new__(ToBackward)
-        node._src = x._dtype
-        node._src_gpu = x._mx is not None
-        node._next = (_edge(x),)
-        _set_history(y, node)
+        _record_cast(x, y)
     return y
 
 
@@ -1292,7 +1289,7 @@ cdef class SavedTensor:
         if not self._is_output:
             return self._tensor
         cdef Tensor t = _wrap(self._data, self._dtype)
-        t._mx = self._mx
+        t._mx = self._mx          # a saved output keeps its storage, not the tensor
         t._vc = self._vc
         t._grad_fn = owner
         t._requires_grad = True
@@ -1993,7 +1990,7 @@ cdef Tensor _gpu_binary(OpSchema s, Tensor ta, object sa, Tensor tb, object sb, 
     the result dtype, so MLX computes in lucid's promoted dtype), the schema's MLX
     kernel, then the same node."""
     if (ta is not None and ta._mx is None) or (tb is not None and tb._mx is None):
-        raise _device_mismatch(s.name, None)
+        raise _device_mismatch(s.name)
     if s.gpu is None:
         raise _cpu_only(s.name)
     # Both tensors are cast to the result dtype; a Python scalar goes to MLX as it is,
@@ -2268,14 +2265,18 @@ cdef Tensor to_dtype(Tensor x, DType dt, bint copy):
         y = _wrap_mx(x._mx.astype(mx_dtype(dt)), dt)
     else:
         y = _wrap(_cast_array(x._data, dt), dt)
-    cdef ToBackward node
     if lucid_grad_enabled and x._requires_grad and dt.is_floating_point:
-        node = ToBackward.__new__(ToBackward)
-        node._src = x._dtype
-        node._src_gpu = x._mx is not None
-        node._next = (_edge(x),)
-        _set_history(y, node)
+        _record_cast(x, y)
     return y
+
+
+cdef void _record_cast(Tensor x, Tensor y) except *:
+    """y is x cast or moved: its node sends the gradient back to x's dtype and device."""
+    cdef ToBackward node = ToBackward.__new__(ToBackward)
+    node._src = x._dtype
+    node._src_gpu = x._mx is not None
+    node._next = (_edge(x),)
+    _set_history(y, node)
 
 
 cdef class CloneBackward(Node):

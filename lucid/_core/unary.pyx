@@ -549,18 +549,26 @@ def clamp(input, min=None, max=None):
         raise ShapeError(f"clamp: bounds of shape {_shp(out)} would change the input's shape {_shp(a)}")
     out = out.astype(a.dtype, copy=False)
     cdef Tensor y = _wrap(out if out is not a else out.copy(), x._dtype)
-    cdef ClampBackward node
-    if grad_enabled() and (x._requires_grad or (tlo is not None and tlo._requires_grad)
-                           or (thi is not None and thi._requires_grad)):
-        node = <ClampBackward>record(_S_clamp, y, (x, tlo, thi), None)
-        node._saved_x = _save(x, False)
-        node._lo = tlo.detach() if tlo is not None else min
-        node._hi = thi.detach() if thi is not None else max
-        if tlo is not None:
-            node._lo_shape, node._lo_dtype = _shp(tlo._data), tlo._dtype
-        if thi is not None:
-            node._hi_shape, node._hi_dtype = _shp(thi._data), thi._dtype
+    _record_clamp(x, tlo, thi, min, max, y)
     return y
+
+
+cdef void _record_clamp(Tensor x, Tensor tlo, Tensor thi, object min, object max,
+                        Tensor y) except *:
+    """clamp's node, the same on both devices: x, the bounds (scalars or detached
+    tensors) and the bound tensors' shapes and dtypes."""
+    cdef ClampBackward node
+    if not grad_enabled() or not (x._requires_grad or (tlo is not None and tlo._requires_grad)
+                                  or (thi is not None and thi._requires_grad)):
+        return
+    node = <ClampBackward>record(_S_clamp, y, (x, tlo, thi), None)
+    node._saved_x = _save(x, False)
+    node._lo = tlo.detach() if tlo is not None else min
+    node._hi = thi.detach() if thi is not None else max
+    if tlo is not None:
+        node._lo_shape, node._lo_dtype = _shp(tlo._data), tlo._dtype
+    if thi is not None:
+        node._hi_shape, node._hi_dtype = _shp(thi._data), thi._dtype
 
 
 cdef Tensor _clamp_gpu(Tensor x, Tensor tlo, Tensor thi, object min, object max):
@@ -591,17 +599,7 @@ cdef Tensor _clamp_gpu(Tensor x, Tensor tlo, Tensor thi, object min, object max)
     if nan is not None:
         r = m.where(nan, x._mx, r)
     cdef Tensor y = _wrap_mx(r, dt)
-    cdef ClampBackward node
-    if grad_enabled() and (x._requires_grad or (tlo is not None and tlo._requires_grad)
-                           or (thi is not None and thi._requires_grad)):
-        node = <ClampBackward>record(_S_clamp, y, (x, tlo, thi), None)
-        node._saved_x = _save(x, False)
-        node._lo = tlo.detach() if tlo is not None else min
-        node._hi = thi.detach() if thi is not None else max
-        if tlo is not None:
-            node._lo_shape, node._lo_dtype = _shp(tlo._data), tlo._dtype
-        if thi is not None:
-            node._hi_shape, node._hi_dtype = _shp(thi._data), thi._dtype
+    _record_clamp(x, tlo, thi, min, max, y)
     return y
 
 
