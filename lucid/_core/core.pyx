@@ -7,6 +7,7 @@ kernels and backward nodes, never their own dispatch. Public functions reach
 ``lucid`` / ``lucid.ops`` and Tensor methods through :func:`export`.
 """
 cimport cython
+from libc.string cimport memcmp
 cimport numpy as cnp
 from cpython.buffer cimport PyBuffer_Release, PyObject_GetBuffer
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
@@ -398,8 +399,14 @@ cdef class Tensor:
         return _alias(self)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        """Accumulate d(self)/d(leaf) into the ``.grad`` of every leaf that requires grad."""
-        _backward((self,), (gradient,), retain_graph, create_graph)
+        """Accumulate d(self)/d(leaf) into the ``.grad`` of every leaf that requires grad,
+        or, given ``inputs``, into the ``.grad`` of those tensors only (as PyTorch)."""
+        cdef bint cg = bool(create_graph)
+        cdef bint keep = cg if retain_graph is None else bool(retain_graph)
+        if inputs is None:
+            _run_engine((self,), (gradient,), keep, cg, None, False)
+        else:
+            _backward_into((self,), (gradient,), keep, cg, inputs)
 
     # -- conversion ------------------------------------------------------------
     def numpy(self, *, force=False):
@@ -1432,7 +1439,7 @@ cdef object _root_grad(Tensor t, object g, bint create_graph, Py_ssize_t i):
     tg = _as_tensor_dev(g)
     if (tg._mx is None) != (t._mx is None):
         raise LucidError(f"grad_output[{i}] is on {tg.device} but output[{i}] is on {t.device}")
-    if _shp(tg._data) != _shp(t._data):
+    if not _same_shape(tg._data, t._data):
         raise ShapeError(
             f"Mismatch in shape: grad_output[{i}] has a shape of {_shp(tg._data)} and "
             f"output[{i}] has a shape of {_shp(t._data)}")
@@ -1446,30 +1453,40 @@ cdef object _root_grad(Tensor t, object g, bint create_graph, Py_ssize_t i):
 
 
 cdef list _topo_order(list roots):
-    """Nodes reachable from ``roots``, each after every node that sends it gradient."""
+    """Nodes reachable from ``roots``, each after every node that sends it gradient:
+    the reversed post-order of a depth-first walk that explores children in edge order.
+    The walk keeps two flat stacks (the node, and whether it is being left) instead of
+    a frame object per node; it runs once per backward, over every node."""
     cdef list post = []
+    cdef list stack = []
+    cdef list leaving = []
     cdef set seen = set()
-    cdef list stack, frame
-    cdef Node node, child
+    cdef Node node
+    cdef tuple nxt
     cdef Py_ssize_t i
     for r in roots:
         if r is None or r in seen:
             continue
-        seen.add(r)
-        stack = [[r, 0]]
+        stack.append(r)
+        leaving.append(False)
         while stack:
-            frame = stack[len(stack) - 1]
-            node = <Node>frame[0]
-            i = frame[1]
-            if node._next is not None and i < len(node._next):
-                frame[1] = i + 1
-                child = (<tuple>node._next[i])[0]
-                if child is not None and child not in seen:
-                    seen.add(child)
-                    stack.append([child, 0])
-            else:
+            node = <Node>stack.pop()
+            if leaving.pop():
                 post.append(node)
-                stack.pop()
+                continue
+            if node in seen:           # reached again through a sibling's subtree
+                continue
+            seen.add(node)
+            stack.append(node)
+            leaving.append(True)
+            nxt = node._next
+            if nxt is None:
+                continue
+            for i in range(len(nxt) - 1, -1, -1):     # reversed: the first edge pops first
+                child = (<tuple>nxt[i])[0]
+                if child is not None and child not in seen:
+                    stack.append(child)
+                    leaving.append(False)
     post.reverse()
     return post
 
@@ -1653,6 +1670,43 @@ cdef Tensor _own(Tensor g):
     return _wrap(np.array(g._data, copy=True, order="C"), g._dtype)
 
 
+cdef inline bint _same_shape(cnp.ndarray a, cnp.ndarray b) noexcept:
+    cdef int nd = cnp.PyArray_NDIM(a)
+    return nd == cnp.PyArray_NDIM(b) and memcmp(
+        cnp.PyArray_DIMS(a), cnp.PyArray_DIMS(b), nd * sizeof(cnp.npy_intp)) == 0
+
+
+cdef bint _add_into(cnp.ndarray dst, cnp.ndarray src) noexcept:
+    """``dst += src`` for C-contiguous float32 or float64 arrays of one shape and dtype,
+    without NumPy's ufunc dispatch (most of the cost of a small gradient's accumulation);
+    False, with nothing written, for any other case (NumPy handles it)."""
+    cdef int t = cnp.PyArray_TYPE(dst)
+    if (t != cnp.PyArray_TYPE(src) or (t != cnp.NPY_FLOAT32 and t != cnp.NPY_FLOAT64)
+            or not (cnp.PyArray_IS_C_CONTIGUOUS(dst) and cnp.PyArray_ISALIGNED(dst))
+            or not (cnp.PyArray_IS_C_CONTIGUOUS(src) and cnp.PyArray_ISALIGNED(src))
+            or not _same_shape(dst, src)):
+        return False
+    cdef Py_ssize_t i, n = cnp.PyArray_SIZE(dst)
+    cdef char *d = <char *>cnp.PyArray_DATA(dst)
+    cdef char *s = <char *>cnp.PyArray_DATA(src)
+    cdef Py_ssize_t nbytes = n * cnp.PyArray_ITEMSIZE(dst)
+    if d != s and d < s + nbytes and s < d + nbytes:
+        return False                   # partial overlap: NumPy buffers it
+    cdef float *df
+    cdef double *dd
+    if t == cnp.NPY_FLOAT32:
+        df = <float *>d
+        with nogil:
+            for i in range(n):
+                df[i] += (<float *>s)[i]
+    else:
+        dd = <double *>d
+        with nogil:
+            for i in range(n):
+                dd[i] += (<double *>s)[i]
+    return True
+
+
 cdef void _accumulate(Tensor leaf, object g, bint create_graph) except *:
     """Add a gradient into ``leaf.grad``: in place when nothing records, else out of place."""
     cdef Tensor old = leaf._grad
@@ -1668,19 +1722,41 @@ cdef void _accumulate(Tensor leaf, object g, bint create_graph) except *:
     arr = <cnp.ndarray>g
     if old is None:
         # The incoming array may be shared (AddBackward passes g to both inputs): copy.
-        leaf._grad = _wrap(np.array(arr, dtype=leaf._dtype.numpy_dtype, copy=True, order="C"),
-                           leaf._dtype)
+        if cnp.PyArray_TYPE(arr) == leaf._dtype.typenum:
+            leaf._grad = _wrap(cnp.PyArray_NewCopy(arr, cnp.NPY_CORDER), leaf._dtype)
+        else:
+            leaf._grad = _wrap(np.array(arr, dtype=leaf._dtype.numpy_dtype, copy=True, order="C"),
+                               leaf._dtype)
     elif old._requires_grad or not cnp.PyArray_ISWRITEABLE(old._data):
         leaf._grad = _wrap(_as_ndarray(np.add(old._data, arr, dtype=leaf._dtype.numpy_dtype)),
                            leaf._dtype)
     else:
-        np.add(old._data, arr, out=old._data, casting="unsafe")
+        if not _add_into(old._data, arr):
+            np.add(old._data, arr, out=old._data, casting="unsafe")
         old._bump()
 
 
-def _backward(tuple tensors, tuple grad_tensors, retain_graph, bint create_graph):
+cdef void _backward_into(tuple tensors, tuple grad_tensors, bint keep, bint create_graph,
+                         object inputs) except *:
+    """backward(inputs=...): the gradients w.r.t. ``inputs`` only, each added to its
+    tensor's ``.grad`` (leaf or not); other leaves are left alone."""
+    if isinstance(inputs, Tensor):
+        inputs = (inputs,)
+    inputs = tuple(inputs)
+    if not inputs:
+        raise LucidError("backward(): 'inputs' argument should not be empty")
+    grads = _run_engine(tensors, grad_tensors, keep, create_graph, inputs, True)
+    for t, g in zip(inputs, grads):
+        if g is not None:
+            _accumulate(<Tensor>t, g, create_graph)
+
+
+def _backward(tuple tensors, tuple grad_tensors, retain_graph, bint create_graph, inputs=None):
     keep = create_graph if retain_graph is None else bool(retain_graph)
-    _run_engine(tensors, grad_tensors, keep, create_graph, None, False)
+    if inputs is None:
+        _run_engine(tensors, grad_tensors, keep, create_graph, None, False)
+    else:
+        _backward_into(tensors, grad_tensors, keep, create_graph, inputs)
 
 
 def _grad(tuple outputs, tuple inputs, tuple grad_outputs, retain_graph, bint create_graph,
@@ -1921,8 +1997,6 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
         if tb is not None and _is_half_code(tb._dtype.code):
             tb = to_dtype(tb, float32, False)
     cdef DType dt = <DType>_DTYPES[code]
-    # Half results are computed in float32 and rounded once, as PyTorch's CPU kernels do:
-    # an operand cast to float16 first could overflow (0 * int32(65520) is 0, not nan).
     if (ta is not None and ta._mx is not None) or (tb is not None and tb._mx is not None):
         return _gpu_binary(s, ta, sa, tb, sb, dt, params)
     if _is_half_code(code) and s.node is not None:

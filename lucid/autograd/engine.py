@@ -10,11 +10,12 @@ def _as_tuple(x):
     return (x,)
 
 
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
-    """Accumulate the gradients of ``tensors`` into the ``.grad`` of the leaves."""
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulate the gradients of ``tensors`` into the ``.grad`` of the leaves, or, given
+    ``inputs``, into the ``.grad`` of those tensors only."""
     tensors = _as_tuple(tensors)
     grads = _as_tuple(grad_tensors) or (None,) * len(tensors)
-    core._backward(tensors, grads, retain_graph, create_graph)
+    core._backward(tensors, grads, retain_graph, create_graph, inputs)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
