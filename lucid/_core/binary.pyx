@@ -6,6 +6,7 @@ pow, maximum, minimum, atan2, hypot and logaddexp on floats run lucid's own kern
 (src/lucid_binary.c), forward and fused backward; the others (and integer inputs)
 NumPy's ufuncs, which are already SIMD and broadcast-aware.
 """
+cimport cython
 cimport numpy as cnp
 
 import numpy as np

@@ -6,6 +6,7 @@ src/lucid_vforce.c. The ops with parameters (leaky_relu, elu, clamp, nan_to_num,
 gelu's ``approximate=``) are written by hand below. All of them run through core's
 dispatcher.
 """
+cimport cython
 cimport numpy as cnp
 import builtins
 
