@@ -5,13 +5,16 @@ NumPy hands a call to the tensor when one of its arguments is a lucid Tensor:
 - ``np.exp(t)``, ``a_ndarray * t`` (ufuncs) -> ``Tensor.__array_ufunc__`` -> ``UFUNCS``;
 - ``np.sum(t, axis=0)`` (other functions) -> ``Tensor.__array_function__`` -> ``FUNCTIONS``.
 
+The two methods are compiled (core.pyx) and run the common call from these tables
+themselves; the other cases come back here (``_ufunc_general``, ``_function_general``).
+
 Both tables map a NumPy callable to the lucid op that records the same backward
 node as calling lucid directly, so gradients flow through unmodified NumPy code.
 What is not in a table raises ``TypeError`` naming it: NumPy never silently
 converts a tensor to an ndarray (which would drop its gradient).
 
-Tensor is a static (compiled) type, so the protocol methods are installed on it
-from here through ``lucid._core.core._install_tensor_method``.
+Tensor is a static (compiled) type, so the other methods defined here are installed
+on it through ``lucid._core.core._install_tensor_method``.
 """
 import copy as _copy
 import math
@@ -127,16 +130,9 @@ def _ufunc_op(ufunc):
     return fn
 
 
-def array_ufunc(self, ufunc, method, *inputs, **kwargs):
-    """``Tensor.__array_ufunc__``: a NumPy ufunc called on a tensor runs the lucid op."""
-    if method == "__call__" and not kwargs:
-        fn = UFUNCS.get(ufunc)
-        if fn is not None:
-            return fn(*inputs)
-    return _ufunc_general(ufunc, method, inputs, kwargs)
-
-
 def _ufunc_general(ufunc, method, inputs, kwargs):
+    """A ufunc call Tensor.__array_ufunc__ does not look up itself: keywords (out=, where=,
+    dtype=, ...), methods other than ``__call__``, ufuncs outside ``UFUNCS``."""
     name = getattr(ufunc, "__name__", repr(ufunc))
     out = kwargs.pop("out", None)
     if out is not None:
@@ -659,8 +655,9 @@ for _alias, _target in (("amax", np.max), ("amin", np.min), ("around", np.round)
         FUNCTIONS[_f] = FUNCTIONS[_target]
 
 
-def array_function(self, func, types, args, kwargs):
-    """``Tensor.__array_function__``: a NumPy function called on a tensor runs lucid's."""
+def _function_general(func, types, args, kwargs):
+    """A NumPy function call Tensor.__array_function__ does not run itself: one outside
+    ``FUNCTIONS`` (an error), other array types taking part, NumPy's "not given" keywords."""
     fn = FUNCTIONS.get(func)
     if fn is None:
         mod = getattr(func, "__module__", "numpy") or "numpy"
@@ -829,9 +826,8 @@ def differentiable(fn):
 # -- install -------------------------------------------------------------------------------------
 
 def _install():
+    _C._set_numpy_protocol(UFUNCS, FUNCTIONS, _ufunc_general, _function_general)
     put = _C._install_tensor_method
-    put("__array_ufunc__", array_ufunc)
-    put("__array_function__", array_function)
     put("__format__", tensor_format)
     put("astype", astype)
     put("__array_interface__", property(_array_interface))
