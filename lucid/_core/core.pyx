@@ -434,7 +434,7 @@ cdef class Tensor:
     # common call (a ufunc without keywords, a function in the table) is looked up here
     # in C; the rest (out=, where=, dtype=, reduce, accumulate, the errors) goes to
     # lucid/_interop.py, which fills the tables.
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+    def __array_ufunc__(self, ufunc, str method, *inputs, **kwargs):
         if not kwargs and method == "__call__":
             fn = _NP_UFUNCS.get(ufunc)
             if fn is not None:
