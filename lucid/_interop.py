@@ -78,9 +78,8 @@ def _reciprocal(x):
 def _arrays_as_tensors(fn):
     """fn (a lucid op that promotes tensors and numbers only) with ndarray operands made
     tensors first, so an ndarray's dtype takes part as a tensor's would."""
-    def impl(a, b):
-        return fn(lucid.tensor(a) if isinstance(a, np.ndarray) else a,
-                  lucid.tensor(b) if isinstance(b, np.ndarray) else b)
+    def impl(*operands):
+        return fn(*(lucid.tensor(x) if isinstance(x, np.ndarray) else x for x in operands))
     impl.__name__ = fn.__name__
     return impl
 
@@ -123,8 +122,12 @@ UFUNCS = {
 }
 
 # scipy.special's ufuncs, by name (scipy is optional: matched only if it is imported).
-SCIPY_UFUNCS = {"erf": lucid.erf, "erfc": lucid.erfc, "erfinv": lucid.erfinv,
-                "expit": lucid.sigmoid}
+# scipy.special's ufuncs that lucid.special has under the same name (scipy is optional:
+# matched only if it is imported).
+SCIPY_UFUNCS = frozenset({
+    "erf", "erfc", "erfinv", "erfcx", "expit", "logit", "gammaln", "digamma", "psi", "i0",
+    "i0e", "i1", "i1e", "ndtr", "log_ndtr", "ndtri", "entr", "xlogy", "xlog1py", "expm1",
+    "exp2", "log1p"})
 
 # ufunc.reduce / ufunc.accumulate -> lucid reductions (NumPy's default axis for both is 0).
 _REDUCE = {np.add: lucid.sum, np.multiply: lucid.prod, np.maximum: lucid.amax,
@@ -139,7 +142,8 @@ def _ufunc_op(ufunc):
         name = getattr(ufunc, "__name__", repr(ufunc))
         special = sys.modules.get("scipy.special")
         if special is not None and getattr(special, name, None) is ufunc:
-            fn = SCIPY_UFUNCS.get(name)
+            fn = (_arrays_as_tensors(getattr(lucid.special, name)) if name in SCIPY_UFUNCS
+                  else None)
         if fn is None:
             raise _unsupported(f"the NumPy ufunc {name!r}",
                                " (it has no lucid op, so its gradient is unknown)")

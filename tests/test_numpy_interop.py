@@ -171,11 +171,18 @@ def test_promotion_follows_lucid_not_numpy():
 
 def test_scipy_special_ufuncs_route_to_lucid(rng):
     special = pytest.importorskip("scipy.special")
-    x = rng.uniform(-0.9, 0.9, size=6)
-    for name, fn in (("erf", special.erf), ("erfc", special.erfc), ("expit", special.expit)):
+    x = rng.uniform(0.1, 1.9, size=6)            # inside every listed function's domain
+    for name in ("erf", "erfc", "expit", "gammaln", "digamma", "ndtr", "log_ndtr", "i0e",
+                 "erfcx", "entr", "expm1"):
+        fn = getattr(special, name)
         out, g = _grad_via_numpy(fn, x)
-        np.testing.assert_allclose(out.detach().numpy(), fn(x), rtol=1e-12)
-        np.testing.assert_allclose(g.numpy(), _fd_grad(lambda v: fn(v).sum(), x), rtol=1e-6)
+        assert type(out.grad_fn) is type(getattr(lucid.special, name)(
+            lucid.tensor(x, requires_grad=True)).grad_fn), name
+        np.testing.assert_allclose(out.detach().numpy(), fn(x), rtol=1e-12, err_msg=name)
+        np.testing.assert_allclose(g.numpy(), _fd_grad(lambda v, f=fn: f(v).sum(), x),
+                                   rtol=1e-6, err_msg=name)
+    out = special.xlogy(lucid.tensor(x), x[::-1])
+    np.testing.assert_allclose(out.numpy(), special.xlogy(x, x[::-1]), rtol=1e-12)
 
 
 # -- out=, where=, dtype=, reduce, accumulate ---------------------------------------------------
