@@ -133,7 +133,10 @@ SCIPY_UFUNCS = frozenset({
 _REDUCE = {np.add: lucid.sum, np.multiply: lucid.prod, np.maximum: lucid.amax,
            np.minimum: lucid.amin, np.logical_and: lucid.all, np.logical_or: lucid.any,
            np.logaddexp: lucid.logsumexp}
-_ACCUMULATE = {np.add: lucid.cumsum, np.multiply: lucid.cumprod}
+_ACCUMULATE = {np.add: lucid.cumsum, np.multiply: lucid.cumprod,
+               np.maximum: lambda x, d: lucid.cummax(x, d).values,
+               np.minimum: lambda x, d: lucid.cummin(x, d).values,
+               np.logaddexp: lucid.logcumsumexp}
 
 
 def _ufunc_op(ufunc):

@@ -225,8 +225,12 @@ def test_ufunc_reduce_and_accumulate(rng):
                    (np.minimum, {"axis": None}), (np.logaddexp, {"axis": 1, "keepdims": True})):
         out = uf.reduce(t, **kw)
         np.testing.assert_allclose(out.detach().numpy(), uf.reduce(x, **kw), rtol=1e-12)
-    out = np.add.accumulate(t, axis=1)
-    np.testing.assert_allclose(out.detach().numpy(), np.add.accumulate(x, axis=1), rtol=1e-12)
+    for uf in (np.add, np.maximum, np.minimum, np.logaddexp):
+        out = uf.accumulate(t, axis=1)
+        np.testing.assert_allclose(out.detach().numpy(), uf.accumulate(x, axis=1), rtol=1e-12)
+    (g,) = lucid.autograd.grad(np.maximum.accumulate(t).sum(), t)
+    np.testing.assert_allclose(g.numpy(), _fd_grad(lambda v: np.maximum.accumulate(v).sum(), x),
+                               rtol=1e-6)
     (g,) = lucid.autograd.grad(np.multiply.accumulate(t).sum(), t)
     np.testing.assert_allclose(g.numpy(), _fd_grad(lambda v: np.multiply.accumulate(v).sum(), x),
                                rtol=1e-6)
