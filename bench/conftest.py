@@ -46,6 +46,18 @@ TARGETS = [
 ] + [(f"gpu-{op}-{n}-float32", "mlx", 1.1, f"gpu: {op} of {n} elements < 1.1x raw MLX")
      for op in ("exp", "tanh", "mul") for n in ("1e+05", "1e+06")]
 
+# Targets on what a route to lucid's op costs, as limits on peer median / lucid median
+# (the peer is the same op reached another way, e.g. through NumPy's protocols).
+#   (group, peer, limit, wording)
+ROUTE_TARGETS = [
+    ("np_exp-1-float32-fwd-t1", "via_numpy", 2.0, "np.exp(t), 1 element, <= 2x lucid.exp(t)"),
+    ("np_exp-1-float32-fwd_rg-t1", "via_numpy", 2.0,
+     "np.exp(t), 1 element, requires_grad, <= 2x lucid.exp(t)"),
+    ("np_exp-1e5-float32-fwd-t1", "via_numpy", 1.05, "np.exp(t), 1e5 elements, within 5%"),
+    ("np_exp-1e5-float32-fwd_rg-t1", "via_numpy", 1.05,
+     "np.exp(t), 1e5 elements, requires_grad, within 5%"),
+]
+
 # The CPU-math issue's targets, as rules over every group of the run:
 #   (rule id, peer, limit on lucid/peer, applies(meta), wording)
 RULES = [
@@ -263,6 +275,22 @@ def _write_summary(tr, bs):
             if not ok:
                 msg += f", needs {100 * (1 - limit / r):.0f}% less time"
             tr.write_line(msg, red=not ok, green=ok)
+
+    tr.write_line("")
+    tr.write_line("routes to lucid's ops (limit on peer median / lucid median):")
+    for group, peer, limit, wording in ROUTE_TARGETS:
+        g = groups.get(group, {})
+        lucid, other = g.get("lucid"), g.get(peer)
+        if lucid is None or other is None:
+            tr.write_line(f"  [ n/a ] {wording}: not measured in this run")
+            continue
+        r = other / lucid
+        ok = r <= limit
+        floor = g.get("np_floor")
+        tr.write_line(f"  [{' MET' if ok else 'MISS'} ] {wording}: lucid={_fmt_time(lucid)} "
+                      f"{peer}={_fmt_time(other)} -> {peer}/lucid={r:.3g} (limit {limit:.3g})"
+                      + (f"; NumPy's dispatch alone {floor / lucid:.3g}x lucid" if floor else ""),
+                      red=not ok, green=ok)
 
     evaluated = _evaluate_rules(groups)
     tr.write_line("")

@@ -6,13 +6,16 @@ lucid.exp) against ``lucid.exp(t)`` on the same tensor, in the same run.
          against lucid.sum(t))
   modes  fwd, fwd_rg (the tensor requires grad: the node is recorded)
   floor  peer "np_floor" in the 1-element groups: NumPy's own dispatch, np.exp(obj) /
-         np.sum(obj) on an object whose protocol method returns at once. No
-         implementation of the protocol can be faster than this.
+         np.sum(obj) on an object whose protocol method is a C callable that does
+         nothing (str.format of an empty string). No implementation of the protocol can
+         be faster than this.
 
-The summary's cell for "via_numpy" is median(np.exp(t)) / median(lucid.exp(t)): the
-issue asks for at most 2x at 1 element and within 5% (<= 1.05x) at 1e5. Compare the
-"np_floor" cell: when NumPy's dispatch alone costs more than lucid.exp's whole call,
-2x at 1 element is out of reach.
+The run's summary (bench/conftest.py, ROUTE_TARGETS) holds median(np.exp(t)) /
+median(lucid.exp(t)) against its limits (2x at 1 element, 1.05x at 1e5) and prints the
+floor next to it: NumPy's dispatch alone costs about 1.7x a 1-element lucid.exp, so
+np.exp(t) cannot come near 1x there whatever the protocol method does. On a busy
+machine these wall-clock medians swing by tens of percent; instruction counts
+(valgrind --tool=callgrind) are the steady measure.
 One thread, so the comparison is about dispatch, not scheduling. Nothing asserts
 on time; each case first checks that both calls give the same tensor.
 """
@@ -32,13 +35,12 @@ SIZES = {"1": 1, "1e5": 10**5}
 
 
 class _Returns:
-    """The floor: NumPy's protocol dispatch with nothing done on the other side."""
+    """The floor: NumPy's protocol dispatch with nothing done on the other side. The
+    methods are a C callable taking any arguments (a Python method would cost a frame,
+    more than lucid's compiled methods do)."""
 
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        return self
-
-    def __array_function__(self, func, types, args, kwargs):
-        return self
+    __array_ufunc__ = staticmethod("".format)
+    __array_function__ = staticmethod("".format)
 
 
 _FLOOR = {"np_exp": lambda o: np.exp(o), "np_sum": lambda o: np.sum(o)}
@@ -48,7 +50,7 @@ _FLOOR = {"np_exp": lambda o: np.exp(o), "np_sum": lambda o: np.sum(o)}
 def test_protocol_floor(benchmark, op):
     info = set_threads(1)
     obj = _Returns()
-    assert _FLOOR[op](obj) is obj
+    assert _FLOOR[op](obj) == ""
     benchmark.group = f"{op}-1-float32-fwd-t1"
     benchmark.extra_info.update(op=op, size=1, size_label="1", dtype="float32", mode="fwd",
                                 threads=1, peer="np_floor",

@@ -5,13 +5,16 @@ NumPy hands a call to the tensor when one of its arguments is a lucid Tensor:
 - ``np.exp(t)``, ``a_ndarray * t`` (ufuncs) -> ``Tensor.__array_ufunc__`` -> ``UFUNCS``;
 - ``np.sum(t, axis=0)`` (other functions) -> ``Tensor.__array_function__`` -> ``FUNCTIONS``.
 
+The two methods are compiled (core.pyx) and run the common call from these tables
+themselves; the other cases come back here (``_ufunc_general``, ``_function_general``).
+
 Both tables map a NumPy callable to the lucid op that records the same backward
 node as calling lucid directly, so gradients flow through unmodified NumPy code.
 What is not in a table raises ``TypeError`` naming it: NumPy never silently
 converts a tensor to an ndarray (which would drop its gradient).
 
-Tensor is a static (compiled) type, so the protocol methods are installed on it
-from here through ``lucid._core.core._install_tensor_method``.
+Tensor is a static (compiled) type, so the other methods defined here are installed
+on it through ``lucid._core.core._install_tensor_method``.
 """
 import copy as _copy
 import math
@@ -21,6 +24,7 @@ import types
 import numpy as np
 
 import lucid
+from lucid import linalg as _la
 from lucid._core import core as _C
 from lucid._core.core import LucidError, Tensor
 
@@ -71,6 +75,15 @@ def _reciprocal(x):
     return lucid.reciprocal(x)
 
 
+def _arrays_as_tensors(fn):
+    """fn (a lucid op that promotes tensors and numbers only) with ndarray operands made
+    tensors first, so an ndarray's dtype takes part as a tensor's would."""
+    def impl(*operands):
+        return fn(*(lucid.tensor(x) if isinstance(x, np.ndarray) else x for x in operands))
+    impl.__name__ = fn.__name__
+    return impl
+
+
 # ufunc -> the lucid op (same arguments, same node). np.divide is np.true_divide,
 # np.abs is np.absolute, np.mod is np.remainder: one entry each.
 UFUNCS = {
@@ -100,18 +113,30 @@ UFUNCS = {
     np.greater: lucid.gt, np.greater_equal: lucid.ge,
     np.logical_and: lucid.logical_and, np.logical_or: lucid.logical_or,
     np.logical_xor: lucid.logical_xor,
+    np.floor_divide: _arrays_as_tensors(lucid.floor_divide),
+    np.copysign: _arrays_as_tensors(lucid.copysign),
+    np.bitwise_and: lucid.bitwise_and, np.bitwise_or: lucid.bitwise_or,
+    np.bitwise_xor: lucid.bitwise_xor,
+    np.left_shift: lucid.bitwise_left_shift, np.right_shift: lucid.bitwise_right_shift,
     np.matmul: lucid.matmul,
 }
 
 # scipy.special's ufuncs, by name (scipy is optional: matched only if it is imported).
-SCIPY_UFUNCS = {"erf": lucid.erf, "erfc": lucid.erfc, "erfinv": lucid.erfinv,
-                "expit": lucid.sigmoid}
+# scipy.special's ufuncs that lucid.special has under the same name (scipy is optional:
+# matched only if it is imported).
+SCIPY_UFUNCS = frozenset({
+    "erf", "erfc", "erfinv", "erfcx", "expit", "logit", "gammaln", "digamma", "psi", "i0",
+    "i0e", "i1", "i1e", "ndtr", "log_ndtr", "ndtri", "entr", "xlogy", "xlog1py", "expm1",
+    "exp2", "log1p"})
 
 # ufunc.reduce / ufunc.accumulate -> lucid reductions (NumPy's default axis for both is 0).
 _REDUCE = {np.add: lucid.sum, np.multiply: lucid.prod, np.maximum: lucid.amax,
            np.minimum: lucid.amin, np.logical_and: lucid.all, np.logical_or: lucid.any,
            np.logaddexp: lucid.logsumexp}
-_ACCUMULATE = {np.add: lucid.cumsum, np.multiply: lucid.cumprod}
+_ACCUMULATE = {np.add: lucid.cumsum, np.multiply: lucid.cumprod,
+               np.maximum: lambda x, d: lucid.cummax(x, d).values,
+               np.minimum: lambda x, d: lucid.cummin(x, d).values,
+               np.logaddexp: lucid.logcumsumexp}
 
 
 def _ufunc_op(ufunc):
@@ -120,23 +145,17 @@ def _ufunc_op(ufunc):
         name = getattr(ufunc, "__name__", repr(ufunc))
         special = sys.modules.get("scipy.special")
         if special is not None and getattr(special, name, None) is ufunc:
-            fn = SCIPY_UFUNCS.get(name)
+            fn = (_arrays_as_tensors(getattr(lucid.special, name)) if name in SCIPY_UFUNCS
+                  else None)
         if fn is None:
             raise _unsupported(f"the NumPy ufunc {name!r}",
                                " (it has no lucid op, so its gradient is unknown)")
     return fn
 
 
-def array_ufunc(self, ufunc, method, *inputs, **kwargs):
-    """``Tensor.__array_ufunc__``: a NumPy ufunc called on a tensor runs the lucid op."""
-    if method == "__call__" and not kwargs:
-        fn = UFUNCS.get(ufunc)
-        if fn is not None:
-            return fn(*inputs)
-    return _ufunc_general(ufunc, method, inputs, kwargs)
-
-
 def _ufunc_general(ufunc, method, inputs, kwargs):
+    """A ufunc call Tensor.__array_ufunc__ does not look up itself: keywords (out=, where=,
+    dtype=, ...), methods other than ``__call__``, ufuncs outside ``UFUNCS``."""
     name = getattr(ufunc, "__name__", repr(ufunc))
     out = kwargs.pop("out", None)
     if out is not None:
@@ -469,7 +488,9 @@ def _broadcast_to(array, shape, subok=False):
 
 def _where(condition, x=None, y=None):
     if x is None and y is None:
-        raise _unsupported("np.where(condition) with one argument", " (use np.nonzero)")
+        return _nonzero(condition)
+    if x is None or y is None:
+        raise ValueError("np.where: pass both x and y, or neither")
     return lucid.where(condition if _is_t(condition) else lucid.tensor(condition), x, y)
 
 
@@ -619,6 +640,244 @@ def _may_share_memory(a, b, max_work=None):
     return np.may_share_memory(_numpy_view(a), _numpy_view(b), max_work)
 
 
+# -- sorting, searching, order statistics --
+
+def _flat_axis(a, axis):
+    """NumPy's axis=None (the flattened array) as an axis of a tensor."""
+    return (_flat(a), 0) if axis is None else (a, axis)
+
+
+def _sort_kind(name, kind, order, stable):
+    if order is not None:
+        _reject(name, order=(order, None))
+    return bool(stable) or kind in ("stable", "mergesort")
+
+
+def _sort(a, axis=-1, kind=None, order=None, *, stable=None):
+    a, axis = _flat_axis(a, axis)
+    return lucid.sort(a, axis, stable=_sort_kind("sort", kind, order, stable)).values
+
+
+def _argsort(a, axis=-1, kind=None, order=None, *, stable=None):
+    a, axis = _flat_axis(a, axis)
+    return lucid.argsort(a, axis, stable=_sort_kind("argsort", kind, order, stable))
+
+
+def _over_axes(a, axis, keepdims, reduce_last):
+    """Apply reduce_last (a reduction over the last dim) over NumPy's axis (None, an int or
+    a tuple): those axes are moved to the end and flattened into one."""
+    nd = a.ndim
+    axes = tuple(range(nd)) if axis is None else (
+        (axis,) if isinstance(axis, int) else tuple(axis))
+    axes = tuple(sorted({ax % nd for ax in axes})) if nd else ()
+    rest = [d for d in range(nd) if d not in axes]
+    moved = lucid.permute(a, *rest, *axes) if nd else a
+    r = reduce_last(lucid.reshape(moved, tuple(a.shape[d] for d in rest) + (-1,)))
+    if keepdims:
+        lead = r.shape[:r.ndim - len(rest)]         # quantile puts q's dims first
+        r = lucid.reshape(r, lead + tuple(1 if d in axes else a.shape[d] for d in range(nd)))
+    return r
+
+
+_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile_impl(name, scale):
+    def impl(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, *, weights=None, interpolation=None):
+        if weights is not None:
+            _reject(name, weights=(weights, None))
+        method = interpolation if interpolation is not None else method
+        if method not in _QUANTILE_METHODS:
+            raise _unsupported(f"np.{name} with method={method!r}",
+                               f" (lucid has {', '.join(_QUANTILE_METHODS)})")
+        qa = np.asarray(q.detach().numpy() if _is_t(q) else q, dtype=np.float64) / scale
+        qv = float(qa) if qa.ndim == 0 else lucid.tensor(qa)      # a tensor q adds a dim
+        r = _over_axes(a, axis, keepdims,
+                       lambda x: lucid.quantile(x, qv, -1, interpolation=method))
+        return r if out is None else _write_out(name, r, out)
+    impl.__name__ = name
+    return impl
+
+
+_quantile = _quantile_impl("quantile", 1)
+_percentile = _quantile_impl("percentile", 100)
+
+
+def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    # NumPy's median averages the two middle values (lucid.median, as torch, takes the lower)
+    r = _over_axes(a, axis, keepdims, lambda x: lucid.quantile(x, 0.5, -1))
+    return r if out is None else _write_out("median", r, out)
+
+
+def _searchsorted(a, v, side="left", sorter=None):
+    return lucid.searchsorted(a, v, side=side, sorter=sorter)
+
+
+def _nonzero(a):
+    return lucid.nonzero(a if _is_t(a) else lucid.tensor(a), as_tuple=True)
+
+
+def _unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None,
+            *, equal_nan=True, sorted=True):
+    if return_index or equal_nan is not True:
+        _reject("unique", return_index=(return_index, False), equal_nan=(equal_nan, True))
+    return lucid.unique(ar, return_inverse=return_inverse, return_counts=return_counts,
+                        dim=axis)
+
+
+# -- matrices ---------------------------------------------------------------------------
+
+def _diagonal(a, offset=0, axis1=0, axis2=1):
+    return lucid.diagonal(a, offset, axis1, axis2)
+
+
+def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    r = lucid.sum(lucid.diagonal(a, offset, axis1, axis2), -1, dtype=dtype)
+    return r if out is None else _write_out("trace", r, out)
+
+
+def _tensordot(a, b, axes=2):
+    return lucid.tensordot(a, b, axes)
+
+
+def _einsum(*operands, out=None, optimize=False, **kwargs):
+    dtype = kwargs.pop("dtype", None)
+    if kwargs:
+        raise TypeError(f"np.einsum: lucid does not support the argument(s) {sorted(kwargs)}")
+    r = lucid.einsum(*operands)        # optimize only picks NumPy's contraction path
+    r = r.to(dtype) if dtype is not None else r
+    return r if out is None else _write_out("einsum", r, out)
+
+
+def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    if not axisa == axisb == axisc:
+        raise _unsupported("np.cross with different axisa, axisb, axisc")
+    return lucid.linalg.cross(a, b, dim=axisa)
+
+
+def _meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+    if sparse:
+        _reject("meshgrid", sparse=(sparse, False))
+    return lucid.meshgrid(*(_flat(x if _is_t(x) else lucid.tensor(x)) for x in xi),
+                          indexing=indexing)
+
+
+def _repeat(a, repeats, axis=None):
+    return lucid.repeat_interleave(a, repeats, axis)
+
+
+def _triangle(name, fn):
+    def impl(m, k=0):
+        return fn(m, k)
+    impl.__name__ = name
+    return impl
+
+
+# -- numpy.linalg -------------------------------------------------------------------------
+
+
+
+
+def _solve(a, b):
+    # NumPy 2 takes b as a vector only when it is 1-d; otherwise as a stack of matrices
+    # (torch also reads b of a's ndim - 1 as vectors: give it a's ndim)
+    if 2 <= b.ndim < a.ndim:
+        b = lucid.reshape(b, (1,) * (a.ndim - b.ndim) + b.shape)
+    return _la.solve(a, b)
+
+
+def _svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    if hermitian:
+        _reject("linalg.svd", hermitian=(hermitian, False))
+    return _la.svd(a, full_matrices) if compute_uv else _la.svdvals(a)
+
+
+def _qr(a, mode="reduced"):
+    if mode not in ("reduced", "complete", "r"):
+        raise _unsupported(f"np.linalg.qr with mode={mode!r}")
+    return _la.qr(a, mode).R if mode == "r" else _la.qr(a, mode)
+
+
+def _pinv(a, rcond=None, hermitian=False, *, rtol=_NoValue):
+    if rcond is None:        # NumPy's defaults: 1e-15, or eps * max(M, N) with rtol=None
+        rcond = 1e-15 if rtol is _NoValue else rtol
+    elif rtol is not _NoValue:
+        raise ValueError("np.linalg.pinv: rtol and rcond can't be both set")
+    return _la.pinv(a, rtol=rcond, hermitian=hermitian)
+
+
+def _matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
+    if tol is not None:
+        return _la.matrix_rank(A, atol=tol, rtol=0.0, hermitian=hermitian)
+    return _la.matrix_rank(A, rtol=rtol, hermitian=hermitian)
+
+
+def _lstsq(a, b, rcond=None):
+    x = _la.lstsq(a, b, rcond).solution
+    s = _la.svdvals(a)
+    m, n = a.shape
+    cut = (np.finfo(a.dtype.numpy_dtype).eps * max(m, n) if rcond is None or rcond < 0
+           else rcond)
+    rank = int(lucid.sum(lucid.gt(s, cut * float(lucid.amax(s)))).item()) if s.numel() else 0
+    if rank == n and m > n:
+        r = lucid.sub(b, lucid.matmul(a, x))
+        resid = lucid.sum(lucid.mul(r, r), 0)
+        resid = lucid.reshape(resid, (1,)) if b.ndim == 1 else resid
+    else:
+        resid = lucid.zeros((0,), dtype=x.dtype)
+    return x, resid, rank, s
+
+
+def _linalg_trace(x, /, *, offset=0, dtype=None):
+    return lucid.sum(lucid.diagonal(x, offset, -2, -1), -1, dtype=dtype)
+
+
+LINALG = {
+    np.linalg.det: _la.det, np.linalg.inv: _la.inv, np.linalg.slogdet: _la.slogdet,
+    np.linalg.solve: _solve,
+    np.linalg.cholesky: lambda a, /, *, upper=False: _la.cholesky(a, upper=upper),
+    np.linalg.eigh: lambda a, UPLO="L": _la.eigh(a, UPLO),
+    np.linalg.eigvalsh: lambda a, UPLO="L": _la.eigvalsh(a, UPLO),
+    np.linalg.svd: _svd, np.linalg.qr: _qr, np.linalg.pinv: _pinv,
+    np.linalg.matrix_rank: _matrix_rank, np.linalg.lstsq: _lstsq,
+    np.linalg.matrix_power: _la.matrix_power,
+    np.linalg.multi_dot: lambda arrays, *, out=None: _write_out(
+        "linalg.multi_dot", _la.multi_dot(list(arrays)), out),
+    np.linalg.norm: _norm,
+}
+# NumPy 2's array-API additions to numpy.linalg
+for _name, _impl in (
+        ("svdvals", lambda x, /: _la.svdvals(x)),
+        ("matrix_norm", lambda x, /, *, keepdims=False, ord="fro":
+            _la.matrix_norm(x, ord, keepdim=keepdims)),
+        ("vector_norm", lambda x, /, *, axis=None, keepdims=False, ord=2:
+            _la.vector_norm(x, ord, axis, keepdims)),
+        ("cross", lambda x1, x2, /, *, axis=-1: _la.cross(x1, x2, dim=axis)),
+        ("vecdot", lambda x1, x2, /, *, axis=-1: _la.vecdot(x1, x2, dim=axis)),
+        ("matmul", lambda x1, x2, /: lucid.matmul(x1, x2)),
+        ("outer", lambda x1, x2, /: lucid.outer(x1, x2)),
+        ("tensordot", lambda x1, x2, /, *, axes=2: lucid.tensordot(x1, x2, axes)),
+        ("diagonal", lambda x, /, *, offset=0: lucid.diagonal(x, offset, -2, -1)),
+        ("trace", _linalg_trace)):
+    if hasattr(np.linalg, _name):
+        LINALG[getattr(np.linalg, _name)] = _impl
+
+
+# -- writing tensors out: nothing comes back, so no gradient can be lost --
+
+def _to_file(name):
+    fn = getattr(np, name)
+
+    def impl(file, *args, **kwargs):
+        conv = [np.asarray(a) if _is_t(a) else a for a in args]    # a copy-free view
+        return fn(file, *conv, **{k: np.asarray(v) if _is_t(v) else v for k, v in kwargs.items()})
+    impl.__name__ = name
+    return impl
+
+
 FUNCTIONS = {
     np.sum: _sum, np.mean: _mean, np.prod: _prod, np.max: _max, np.min: _min, np.ptp: _ptp,
     np.var: _var_std("var", lucid.var), np.std: _var_std("std", lucid.std),
@@ -634,7 +893,7 @@ FUNCTIONS = {
     np.flip: _flip, np.fliplr: lambda m: lucid.flip(m, 1), np.flipud: lambda m: lucid.flip(m, 0),
     np.roll: _roll, np.tile: _tile, np.broadcast_to: _broadcast_to,
     np.where: _where, np.clip: _clip,
-    np.dot: _dot, np.inner: _inner, np.outer: _outer, np.linalg.norm: _norm,
+    np.dot: _dot, np.inner: _inner, np.outer: _outer,
     np.copy: _copy_fn,
     np.zeros_like: _like("zeros_like", lucid.zeros_like),
     np.ones_like: _like("ones_like", lucid.ones_like),
@@ -648,7 +907,18 @@ FUNCTIONS = {
     np.result_type: _result_type,
     np.iscomplexobj: lambda x: False, np.isrealobj: lambda x: True,
     np.shares_memory: _shares_memory, np.may_share_memory: _may_share_memory,
+    np.sort: _sort, np.argsort: _argsort, np.median: _median, np.quantile: _quantile,
+    np.percentile: _percentile, np.searchsorted: _searchsorted, np.nonzero: _nonzero,
+    np.argwhere: lambda a: lucid.argwhere(a), np.unique: _unique,
+    np.diag: lambda v, k=0: lucid.diag(v, k), np.diagonal: _diagonal, np.trace: _trace,
+    np.tril: _triangle("tril", lucid.tril), np.triu: _triangle("triu", lucid.triu),
+    np.kron: lambda a, b: lucid.kron(a, b), np.tensordot: _tensordot, np.einsum: _einsum,
+    np.cross: _cross, np.meshgrid: _meshgrid, np.repeat: _repeat,
+    np.sinc: lambda x: lucid.sinc(x), np.i0: lambda x: lucid.i0(x),
+    np.save: _to_file("save"), np.savez: _to_file("savez"),
+    np.savez_compressed: _to_file("savez_compressed"), np.savetxt: _to_file("savetxt"),
 }
+FUNCTIONS.update(LINALG)
 
 
 # NumPy 2 keeps some aliases as separate function objects.
@@ -659,8 +929,9 @@ for _alias, _target in (("amax", np.max), ("amin", np.min), ("around", np.round)
         FUNCTIONS[_f] = FUNCTIONS[_target]
 
 
-def array_function(self, func, types, args, kwargs):
-    """``Tensor.__array_function__``: a NumPy function called on a tensor runs lucid's."""
+def _function_general(func, types, args, kwargs):
+    """A NumPy function call Tensor.__array_function__ does not run itself: one outside
+    ``FUNCTIONS`` (an error), other array types taking part, NumPy's "not given" keywords."""
     fn = FUNCTIONS.get(func)
     if fn is None:
         mod = getattr(func, "__module__", "numpy") or "numpy"
@@ -689,7 +960,7 @@ def tensor_format(self, spec):
 
 def astype(self, dtype, copy=True):
     """NumPy's ``a.astype(dtype)`` (NumPy, lucid or Python dtypes); recorded like ``to``."""
-    return self.to(dtype, copy=copy)
+    return self.to(dtype=dtype, copy=copy)      # by keyword: "f8" is no device
 
 
 def _array_interface(self):
@@ -719,6 +990,33 @@ def tensor_deepcopy(self, memo):
 
 _KDLCPU = 1
 
+# NumPy's DLPack has no bfloat16: lucid hands bfloat16 over as uint16 and relabels the
+# dtype code inside the capsule (kDLUInt <-> kDLBfloat), both ways. The DLTensor starts
+# the legacy managed struct and follows a 32-byte header in the versioned one; its dtype
+# {code, bits, lanes} follows data (8 bytes), device (8) and ndim (4).
+_KDLUINT, _KDLBFLOAT = 1, 4
+_DLTENSOR_AT = {b"dltensor": 0, b"dltensor_versioned": 32}
+_DTYPE_AT = 20
+
+
+def _relabel_16bit(capsule, code_from, code_to):
+    """Change a 16-bit dtype code in a fresh capsule; whether it held code_from."""
+    import ctypes
+    api = ctypes.pythonapi
+    api.PyCapsule_GetName.restype = ctypes.c_char_p
+    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    name = api.PyCapsule_GetName(capsule)
+    if name not in _DLTENSOR_AT:
+        return False
+    where = api.PyCapsule_GetPointer(capsule, name) + _DLTENSOR_AT[name] + _DTYPE_AT
+    dtype = ctypes.cast(where, ctypes.POINTER(ctypes.c_uint8))
+    if dtype[0] != code_from or dtype[1] != 16:
+        return False
+    dtype[0] = code_to
+    return True
+
 
 def tensor_dlpack(self, *, stream=None, max_version=None, dl_device=None, copy=None):
     """Export the storage as a DLPack capsule (no copy), through NumPy's exporter."""
@@ -731,6 +1029,10 @@ def tensor_dlpack(self, *, stream=None, max_version=None, dl_device=None, copy=N
     if dl_device is not None and tuple(dl_device)[0] != _KDLCPU:
         raise BufferError(f"lucid tensors live on the CPU; cannot export to device {dl_device}")
     kw = {k: v for k, v in (("max_version", max_version), ("copy", copy)) if v is not None}
+    if self.dtype is lucid.bfloat16:
+        capsule = self.numpy().view(np.uint16).__dlpack__(stream=stream, **kw)
+        _relabel_16bit(capsule, _KDLUINT, _KDLBFLOAT)
+        return capsule
     return self.numpy().__dlpack__(stream=stream, **kw)
 
 
@@ -751,6 +1053,22 @@ class _Capsule:
         return (_KDLCPU, 0)
 
 
+class _Bfloat16AsUint16:
+    """A DLPack producer seen through NumPy: bfloat16 capsules are relabelled uint16."""
+
+    def __init__(self, producer):
+        self._producer = producer
+        self.relabelled = False
+
+    def __dlpack__(self, **kwargs):
+        capsule = self._producer.__dlpack__(**kwargs)
+        self.relabelled = _relabel_16bit(capsule, _KDLBFLOAT, _KDLUINT)
+        return capsule
+
+    def __dlpack_device__(self):
+        return self._producer.__dlpack_device__()
+
+
 def from_dlpack(ext_tensor, *, copy=None):
     """A tensor sharing memory with any DLPack exporter on the CPU (NumPy, torch, JAX, ...).
 
@@ -761,11 +1079,12 @@ def from_dlpack(ext_tensor, *, copy=None):
     elif not hasattr(ext_tensor, "__dlpack__"):
         raise TypeError(f"from_dlpack() needs an object with __dlpack__ (or a DLPack capsule), "
                         f"got {type(ext_tensor).__name__}")
+    producer = _Bfloat16AsUint16(ext_tensor)
     try:
-        arr = np.from_dlpack(ext_tensor, **({} if copy is None else {"copy": copy}))
+        arr = np.from_dlpack(producer, **({} if copy is None else {"copy": copy}))
     except (BufferError, RuntimeError) as e:
         raise BufferError(f"from_dlpack(): {e}") from None
-    return lucid.from_numpy(arr)
+    return lucid.from_numpy(arr.view(lucid.bfloat16.numpy_dtype) if producer.relabelled else arr)
 
 
 # -- lucid.differentiable -------------------------------------------------------------------------
@@ -829,9 +1148,8 @@ def differentiable(fn):
 # -- install -------------------------------------------------------------------------------------
 
 def _install():
+    _C._set_numpy_protocol(UFUNCS, FUNCTIONS, _ufunc_general, _function_general)
     put = _C._install_tensor_method
-    put("__array_ufunc__", array_ufunc)
-    put("__array_function__", array_function)
     put("__format__", tensor_format)
     put("astype", astype)
     put("__array_interface__", property(_array_interface))

@@ -64,6 +64,22 @@ def _dim(d, nd):
     return d % n
 
 
+def _np_kw(fn, name, value, default, np_name, np_value):
+    """NumPy's keyword (axis=, keepdims=) next to torch's (dim=, keepdim=); both is an error."""
+    if np_value is None:
+        return value
+    if value is not default:
+        raise TypeError(f"{fn}() got both {name}= and {np_name}=; pass one of them")
+    return np_value
+
+
+def _required_dim(fn, dim, axis):
+    dim = _np_kw(fn, "dim", dim, None, "axis", axis)
+    if dim is None:
+        raise TypeError(f"{fn}() missing required argument 'dim' (or axis)")
+    return dim
+
+
 def _need(*xs):
     return core.is_grad_enabled() and any(isinstance(x, Tensor) and x.requires_grad for x in xs)
 
@@ -102,8 +118,9 @@ def _argsort(a, d, descending):
     return n - 1 - idx
 
 
-def argsort(input, dim=-1, descending=False, stable=False):
+def argsort(input, dim=-1, descending=False, stable=False, *, axis=None):
     """Indices that sort ``input`` along ``dim`` (stable)."""
+    dim = _np_kw("argsort", "dim", dim, -1, "axis", axis)
     x = _t(input)
     if x.ndim == 0:
         return _idx(np.zeros((), np.int64))
@@ -111,8 +128,9 @@ def argsort(input, dim=-1, descending=False, stable=False):
     return _idx(_argsort(_arr(x), d, descending))
 
 
-def sort(input, dim=-1, descending=False, stable=False):
+def sort(input, dim=-1, descending=False, stable=False, *, axis=None):
     """(values, indices) of ``input`` sorted along ``dim`` (stable; NaN largest)."""
+    dim = _np_kw("sort", "dim", dim, -1, "axis", axis)
     x = _t(input)
     idx = argsort(x, dim, descending)
     if x.ndim == 0:
@@ -120,8 +138,9 @@ def sort(input, dim=-1, descending=False, stable=False):
     return SortResult(_gather(x, _dim(dim, x.ndim), idx), idx)
 
 
-def topk(input, k, dim=-1, largest=True, sorted=True):
+def topk(input, k, dim=-1, largest=True, sorted=True, *, axis=None):
     """The ``k`` largest (``largest=False``: smallest) elements along ``dim``."""
+    dim = _np_kw("topk", "dim", dim, -1, "axis", axis)
     x = _t(input)
     d = _dim(dim, x.ndim)
     n = x.shape[d] if x.ndim else 1
@@ -134,8 +153,10 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     return TopkResult(_gather(x, d, idx), idx)
 
 
-def kthvalue(input, k, dim=-1, keepdim=False):
+def kthvalue(input, k, dim=-1, keepdim=False, *, axis=None, keepdims=None):
     """The ``k``-th smallest element (1-based) along ``dim`` and its index."""
+    dim = _np_kw("kthvalue", "dim", dim, -1, "axis", axis)
+    keepdim = _np_kw("kthvalue", "keepdim", keepdim, False, "keepdims", keepdims)
     x = _t(input)
     d = _dim(dim, x.ndim)
     n = x.shape[d] if x.ndim else 1
@@ -169,8 +190,10 @@ def _median_index(a, d):
     return idx
 
 
-def median(input, dim=None, keepdim=False):
+def median(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """The lower median (of all elements, or (values, indices) along ``dim``); NaN if any."""
+    dim = _np_kw("median", "dim", dim, None, "axis", axis)
+    keepdim = _np_kw("median", "keepdim", keepdim, False, "keepdims", keepdims)
     x = _t(input)
     if dim is None:
         if x.numel() == 0:
@@ -184,9 +207,12 @@ def median(input, dim=None, keepdim=False):
     return _keep(x, d, _median_index(_arr(x), d), keepdim, MedianResult)
 
 
-def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
+def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear", axis=None,
+             keepdims=None):
     """The ``q``-quantiles (a number or 1-d tensor in [0, 1]) along ``dim`` (all elements if
     None); a tensor ``q`` adds a leading dim. NaN if the slice holds one."""
+    dim = _np_kw("quantile", "dim", dim, None, "axis", axis)
+    keepdim = _np_kw("quantile", "keepdim", keepdim, False, "keepdims", keepdims)
     x = _t(input)
     if not x.is_floating_point():
         raise UnsupportedDTypeError("quantile() input tensor must be either float or double dtype")
@@ -244,8 +270,10 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
 
 # -- unique, searchsorted, nonzero, masked ops -------------------------------------------
 
-def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None, *,
+           axis=None):
     """The distinct values (sorted), optionally with inverse indices and counts."""
+    dim = _np_kw("unique", "dim", dim, None, "axis", axis)
     x = _t(input)
     a = _arr(x)
     if dim is None:
@@ -401,8 +429,9 @@ def _cum_index(a, d, better):
     return np.moveaxis(idx, -1, d)
 
 
-def cummax(input, dim):
+def cummax(input, dim=None, *, axis=None):
     """Running maximum along ``dim`` and where it was attained."""
+    dim = _required_dim("cummax", dim, axis)
     x = _t(input)
     if x.ndim == 0:
         return CumResult(ops.reshape(x, ()), _idx(np.zeros((), np.int64)))
@@ -411,8 +440,9 @@ def cummax(input, dim):
     return CumResult(_gather(x, d, idx), idx)
 
 
-def cummin(input, dim):
+def cummin(input, dim=None, *, axis=None):
     """Running minimum along ``dim`` and where it was attained."""
+    dim = _required_dim("cummin", dim, axis)
     x = _t(input)
     if x.ndim == 0:
         return CumResult(ops.reshape(x, ()), _idx(np.zeros((), np.int64)))
@@ -443,8 +473,9 @@ class LogcumsumexpBackward(PyNode):
         return part(g) - part(-g)
 
 
-def logcumsumexp(input, dim):
+def logcumsumexp(input, dim=None, *, axis=None):
     """log(cumsum(exp(input))) along ``dim``, without overflow."""
+    dim = _required_dim("logcumsumexp", dim, axis)
     x = _t(input)
     if not x.is_floating_point():
         raise UnsupportedDTypeError("logcumsumexp needs a floating point input")
@@ -647,9 +678,10 @@ def index_add(input, dim, index, source, *, alpha=1):
     return r
 
 
-def take_along_dim(input, indices, dim=None):
+def take_along_dim(input, indices, dim=None, *, axis=None):
     """Values of ``input`` at ``indices`` along ``dim`` (flattened when None); the other
     dims broadcast."""
+    dim = _np_kw("take_along_dim", "dim", dim, None, "axis", axis)
     x, i = _t(input), _t(indices)
     if dim is None:
         return ops.gather(ops.reshape(x, (-1,)), 0, ops.reshape(i, (-1,)))
@@ -664,9 +696,10 @@ def take_along_dim(input, indices, dim=None):
 
 # -- shape helpers: repeat_interleave, unflatten, unfold, meshgrid -----------------------
 
-def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None, axis=None):
     """Repeat each element ``repeats`` times (a number or one count per element) along
     ``dim`` (flattened when None). ``repeat_interleave(counts)`` gives the indices."""
+    dim = _np_kw("repeat_interleave", "dim", dim, None, "axis", axis)
     x = _t(input)
     if repeats is None:                      # repeat_interleave(repeats): 0,0,1,2,2,...
         r = _arr(x)

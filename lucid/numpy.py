@@ -24,8 +24,9 @@ _T = _lucid.Tensor
 # (This module's globals shadow max, min, sum, all, any, abs, round: use _b.*.)
 # NumPy's own callables, routed to lucid by the protocols when given a tensor.
 _ROUTED = {}
-for _f in list(_interop.UFUNCS) + [f for f in _interop.FUNCTIONS if f is not _np.linalg.norm]:
-    _ROUTED[_f.__name__] = _f
+for _f in list(_interop.UFUNCS) + list(_interop.FUNCTIONS):
+    if getattr(_np, _f.__name__, None) is _f:
+        _ROUTED[_f.__name__] = _f
 # NumPy aliases of the same objects.
 for _alias in ("abs", "divide", "mod", "conj", "amax", "amin", "round", "around", "acos",
                "asin", "atan", "acosh", "asinh", "atanh", "atan2", "pow", "concat",
@@ -152,15 +153,18 @@ _OVERRIDES = {n: globals()[n] for n in (
 
 
 class _Linalg:
-    """``lucid.numpy.linalg``: only ``norm``."""
-    norm = staticmethod(_np.linalg.norm)
+    """``lucid.numpy.linalg``: NumPy's own functions, for those lucid implements."""
+
+    def __init__(self):
+        for f in _interop.LINALG:
+            setattr(self, f.__name__, f)
 
     def __getattr__(self, name):
         raise AttributeError(f"lucid.numpy.linalg has no {name!r}: lucid does not implement "
                              f"numpy.linalg.{name}")
 
     def __dir__(self):
-        return ["norm"]
+        return sorted(f.__name__ for f in _interop.LINALG)
 
 
 linalg = _Linalg()

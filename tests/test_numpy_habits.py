@@ -90,6 +90,26 @@ X = np.random.default_rng(0).uniform(-1, 1, size=(3, 4))
     (lambda t: lucid.stack([t, t], axis=2), lambda a: np.stack([a, a], axis=2)),
     (lambda t: lucid.squeeze(t[None], axis=0), lambda a: np.squeeze(a[None], axis=0)),
     (lambda t: t.unsqueeze(axis=1), lambda a: np.expand_dims(a, 1)),
+    (lambda t: lucid.sort(t, axis=0).values, lambda a: np.sort(a, axis=0)),
+    (lambda t: t.argsort(axis=0), lambda a: np.argsort(a, axis=0)),
+    (lambda t: lucid.median(t, axis=1, keepdims=True).values,
+     lambda a: np.sort(a, axis=1)[:, 1:2]),                   # the lower median, as torch
+    (lambda t: lucid.quantile(t, 0.3, axis=1, keepdims=True),
+     lambda a: np.quantile(a, 0.3, axis=1, keepdims=True)),
+    (lambda t: lucid.topk(t, 2, axis=0).values, lambda a: -np.sort(-a, axis=0)[:2]),
+    (lambda t: lucid.kthvalue(t, 2, axis=1, keepdims=True).values,
+     lambda a: np.sort(a, axis=1)[:, 1:2]),
+    (lambda t: lucid.cummax(t, axis=1).values, lambda a: np.maximum.accumulate(a, axis=1)),
+    (lambda t: t.cummin(axis=0).values, lambda a: np.minimum.accumulate(a, axis=0)),
+    (lambda t: lucid.logcumsumexp(t, axis=1), lambda a: np.logaddexp.accumulate(a, axis=1)),
+    (lambda t: lucid.unique(t > 0, axis=0), lambda a: np.unique(a > 0, axis=0)),
+    (lambda t: lucid.repeat_interleave(t, 2, axis=1), lambda a: np.repeat(a, 2, axis=1)),
+    (lambda t: lucid.take_along_dim(t, lucid.tensor([[0], [2], [1]]), axis=1),
+     lambda a: np.take_along_axis(a, np.array([[0], [2], [1]]), axis=1)),
+    (lambda t: lucid.flip(t, axis=1), lambda a: np.flip(a, axis=1)),
+    (lambda t: t.roll(1, axis=0), lambda a: np.roll(a, 1, axis=0)),
+    (lambda t: lucid.split(t, 2, axis=1)[1], lambda a: np.split(a, 2, axis=1)[1]),
+    (lambda t: t.chunk(2, axis=1)[0], lambda a: np.array_split(a, 2, axis=1)[0]),
 ])
 def test_numpy_keyword_names(call, ref):
     np.testing.assert_allclose(np.asarray(call(lucid.tensor(X, dtype=lucid.float64))), ref(X),
@@ -106,6 +126,12 @@ def test_both_keyword_spellings_is_an_error():
         lucid.var(t, correction=1, ddof=0)
     with pytest.raises(TypeError, match="both dim= and axis="):
         lucid.cat([t, t], 1, axis=0)
+    with pytest.raises(TypeError, match="both dim= and axis="):
+        lucid.sort(t, dim=0, axis=1)
+    with pytest.raises(TypeError, match="both dims= and axis="):
+        lucid.flip(t, (0,), axis=1)
+    with pytest.raises(TypeError, match="missing required argument 'dim' \\(or axis\\)"):
+        lucid.cummax(t)
 
 
 def test_astype_and_numpy_dtypes():
@@ -113,6 +139,10 @@ def test_astype_and_numpy_dtypes():
     d = t.astype(np.float64)
     assert d.dtype == lucid.float64 and d.requires_grad            # recorded like .to()
     assert t.astype("int32").dtype == lucid.int32
+    for spelling in ("f8", "<f8", "float64", float, np.dtype("f8")):       # never a device
+        assert t.detach().astype(spelling).dtype == lucid.float64, spelling
+    with pytest.raises(TypeError, match="complex"):
+        t.astype(np.complex64)
     assert t.detach().astype(lucid.float16).dtype == lucid.float16
     assert np.dtype(t.dtype) == np.float32
     assert np.dtype(lucid.int64) == np.int64
@@ -287,6 +317,21 @@ def test_dlpack_with_torch(torch):
     u.add_(1)
     assert src.tolist() == [1.0, 2.0, 3.0, 4.0]
     assert lucid.from_dlpack(torch.utils.dlpack.to_dlpack(src)).tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_dlpack_bfloat16_with_torch(torch):
+    t = lucid.tensor([1.5, -2.0, 3.0], dtype=lucid.bfloat16)
+    tt = torch.from_dlpack(t)
+    assert tt.dtype == torch.bfloat16 and tt.tolist() == [1.5, -2.0, 3.0]
+    tt[0] = 8.0                                       # shared memory, both ways
+    assert t[0].item() == 8.0
+    src = torch.tensor([0.25, -4.0], dtype=torch.bfloat16)
+    u = lucid.from_dlpack(src)
+    assert u.dtype == lucid.bfloat16 and u.tolist() == [0.25, -4.0]
+    u.mul_(2)
+    assert src.tolist() == [0.5, -8.0]
+    np.testing.assert_array_equal(np.from_dlpack(lucid.tensor([2.0], dtype=lucid.float16)),
+                                  np.array([2.0], np.float16))
 
 
 def test_dlpack_with_jax():

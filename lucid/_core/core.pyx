@@ -436,6 +436,26 @@ cdef class Tensor:
             return self._data.astype(dtype)
         return self._data.view()
 
+    # NumPy hands np.exp(t), a_ndarray * t, np.sum(t), ... to these two methods. NumPy's
+    # own dispatch to them already costs about as much as a small lucid op, so the
+    # common call (a ufunc without keywords, a function in the table) is looked up here
+    # in C; the rest (out=, where=, dtype=, reduce, accumulate, the errors) goes to
+    # lucid/_interop.py, which fills the tables.
+    def __array_ufunc__(self, ufunc, str method, *inputs, **kwargs):
+        if not kwargs and method == "__call__":
+            fn = _NP_UFUNCS.get(ufunc)
+            if fn is not None:
+                return fn(inputs[0]) if len(inputs) == 1 else fn(*inputs)
+        _load_numpy_protocol()
+        return _NP_UFUNC_GENERAL(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        fn = _NP_FUNCTIONS.get(func)
+        if fn is not None and _plain_call(types, kwargs):
+            return fn(*args, **kwargs)
+        _load_numpy_protocol()
+        return _NP_FUNCTION_GENERAL(func, types, args, kwargs)
+
     def item(self):
         if cnp.PyArray_SIZE(self._data) != 1:
             raise LucidError(
@@ -2146,6 +2166,39 @@ def export(fn, str name=None, *, method=None, bint public=True):
     elif method is not None and method is not False:
         _add_tensor_method(name, method)
     return fn
+
+
+# The NumPy protocol tables (ufunc -> lucid op, NumPy function -> its lucid
+# implementation) and the handlers of everything else, set by lucid/_interop.py.
+cdef dict _NP_UFUNCS = {}
+cdef dict _NP_FUNCTIONS = {}
+cdef object _NP_UFUNC_GENERAL = None
+cdef object _NP_FUNCTION_GENERAL = None
+cdef object _NP_NOVALUE = getattr(np, "_NoValue", object())
+
+
+def _set_numpy_protocol(dict ufuncs, dict functions, ufunc_general, function_general):
+    """lucid/_interop.py hands over its tables and its handlers of the general cases."""
+    global _NP_UFUNCS, _NP_FUNCTIONS, _NP_UFUNC_GENERAL, _NP_FUNCTION_GENERAL
+    _NP_UFUNCS, _NP_FUNCTIONS = ufuncs, functions
+    _NP_UFUNC_GENERAL, _NP_FUNCTION_GENERAL = ufunc_general, function_general
+
+
+cdef void _load_numpy_protocol() except *:
+    if _NP_UFUNC_GENERAL is None:
+        import lucid._interop       # calls _set_numpy_protocol
+
+
+cdef bint _plain_call(object types, dict kwargs):
+    """Only tensors and ndarrays take part, and no keyword is NumPy's "not given"."""
+    for t in types:
+        if t is not Tensor and t is not np.ndarray:
+            return False
+    if kwargs:
+        for v in kwargs.values():
+            if v is _NP_NOVALUE:
+                return False
+    return True
 
 
 def _install_tensor_method(str name, fn):

@@ -555,9 +555,10 @@ def narrow(input, dim, start, length):
     return _getitem(x, (slice(None),) * d + (slice(start, start + length),))
 
 
-def split(tensor, split_size_or_sections, dim=0):
+def split(tensor, split_size_or_sections, dim=0, *, axis=None):
     """Split into pieces of ``split_size`` (the last may be smaller) or of the given
     section sizes along ``dim``. Returns a tuple of views."""
+    dim = _np_alias("split", "dim", dim, 0, "axis", axis)
     cdef Tensor x = _as_tensor_dev(tensor)
     cdef int nd = cnp.PyArray_NDIM(x._data)
     if nd == 0:
@@ -588,8 +589,9 @@ def split(tensor, split_size_or_sections, dim=0):
     return tuple(out)
 
 
-def chunk(input, chunks, dim=0):
+def chunk(input, chunks, dim=0, *, axis=None):
     """Split into ``chunks`` pieces of ceil(size / chunks) (possibly fewer pieces)."""
+    dim = _np_alias("chunk", "dim", dim, 0, "axis", axis)
     cdef Tensor x = _as_tensor_dev(input)
     chunks = operator.index(chunks)
     if chunks <= 0:
@@ -612,8 +614,11 @@ cdef class FlipBackward(Node):
         return flip(g, self._dims)
 
 
-def flip(input, dims):
+def flip(input, dims=None, *, axis=None):
     """Reverse the order of elements along ``dims`` (a copy, as in PyTorch)."""
+    dims = _np_alias("flip", "dims", dims, None, "axis", axis)
+    if dims is None:
+        raise TypeError("flip() missing required argument 'dims' (or axis)")
     cdef Tensor x = _as_tensor_dev(input)
     cdef int nd = cnp.PyArray_NDIM(x._data)
     cdef tuple axes = _dim_list(dims, nd, "flip")
@@ -644,8 +649,9 @@ cdef class RollBackward(Node):
         return roll(g, tuple(-s for s in self._shifts), self._dims)
 
 
-def roll(input, shifts, dims=None):
+def roll(input, shifts, dims=None, *, axis=None):
     """Roll elements along ``dims`` (of the flattened tensor if dims is None)."""
+    dims = _np_alias("roll", "dims", dims, None, "axis", axis)
     cdef Tensor x = _as_tensor_dev(input)
     cdef int nd = cnp.PyArray_NDIM(x._data)
     cdef tuple sh = _int_tuple(shifts, "shifts")
