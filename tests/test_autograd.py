@@ -430,6 +430,21 @@ def test_accumulation_matches_numpy_add_bit_for_bit(dt, layout):
     assert_same_bits(to_np(x.grad), want.astype(dt))
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [5, 70000])
+def test_gradients_meeting_at_a_node_sum_as_numpy_add(dt, n):
+    """Two branches send gradient to one node; the engine's sum of the two (done without
+    NumPy's dispatch for plain arrays) gives the bits np.add gives, small and large."""
+    rng = np.random.default_rng(7)
+    g = rng.standard_normal(n).astype(dt)
+    c1, c2 = 0.3, -1.7
+    x = lt(rng.standard_normal(n).astype(dt), requires_grad=True)
+    h = x * 1.0
+    (h * c1 + h * c2).backward(gradient=lt(g))
+    want = np.add(g * dt(c1), g * dt(c2))
+    assert_same_bits(to_np(x.grad), want)
+
+
 def test_backward_inputs_accumulates_only_into_those_vs_torch(torch):
     a0, b0 = np.array([1.0, 2.0, -0.5]), np.array([3.0, -4.0, 0.25])
     la, lb = lt(a0, requires_grad=True), lt(b0, requires_grad=True)

@@ -1512,9 +1512,14 @@ cdef list _topo_order(list roots):
     return post
 
 
-cdef inline object _sum_grads(object a, object b, bint create_graph):
+cdef object _sum_grads(object a, object b, bint create_graph):
+    cdef cnp.ndarray out
     if create_graph or isinstance(a, Tensor):
         return dispatch_binary(_operator_schema(_OP_ADD), a, b, 1)
+    if type(a) is cnp.ndarray and type(b) is cnp.ndarray and _plain_pair(a, b):
+        out = _empty_like_arr(<cnp.ndarray>a, cnp.PyArray_TYPE(<cnp.ndarray>a))
+        _add_loop(out, a, b)
+        return out
     return _as_ndarray(np.add(a, b))
 
 
@@ -1697,34 +1702,51 @@ cdef inline bint _same_shape(cnp.ndarray a, cnp.ndarray b) noexcept:
         cnp.PyArray_DIMS(a), cnp.PyArray_DIMS(b), nd * sizeof(cnp.npy_intp)) == 0
 
 
+cdef bint _plain_pair(cnp.ndarray a, cnp.ndarray b) noexcept:
+    """Both C-contiguous and aligned, of one shape and one dtype, float32 or float64."""
+    cdef int t = cnp.PyArray_TYPE(a)
+    return (t == cnp.PyArray_TYPE(b) and (t == cnp.NPY_FLOAT32 or t == cnp.NPY_FLOAT64)
+            and cnp.PyArray_IS_C_CONTIGUOUS(a) and cnp.PyArray_ISALIGNED(a)
+            and cnp.PyArray_IS_C_CONTIGUOUS(b) and cnp.PyArray_ISALIGNED(b)
+            and _same_shape(a, b))
+
+
+cdef void _add_run(int t, char *o, const char *x, const char *y, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    if t == cnp.NPY_FLOAT32:
+        for i in range(n):
+            (<float *>o)[i] = (<const float *>x)[i] + (<const float *>y)[i]
+    else:
+        for i in range(n):
+            (<double *>o)[i] = (<const double *>x)[i] + (<const double *>y)[i]
+
+
+cdef void _add_loop(cnp.ndarray out, cnp.ndarray a, cnp.ndarray b) noexcept:
+    """``out = a + b`` (``out`` may be ``a``) for a pair that passed _plain_pair: the same
+    bits as np.add, without its ufunc dispatch (most of the cost for a small gradient)."""
+    cdef int t = cnp.PyArray_TYPE(a)
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
+    cdef char *o = <char *>cnp.PyArray_DATA(out)
+    cdef char *x = <char *>cnp.PyArray_DATA(a)
+    cdef char *y = <char *>cnp.PyArray_DATA(b)
+    if n < 16384:                      # releasing the GIL costs more than a small sum
+        _add_run(t, o, x, y, n)
+    else:
+        with nogil:
+            _add_run(t, o, x, y, n)
+
+
 cdef bint _add_into(cnp.ndarray dst, cnp.ndarray src) noexcept:
-    """``dst += src`` for C-contiguous float32 or float64 arrays of one shape and dtype,
-    without NumPy's ufunc dispatch (most of the cost of a small gradient's accumulation);
-    False, with nothing written, for any other case (NumPy handles it)."""
-    cdef int t = cnp.PyArray_TYPE(dst)
-    if (t != cnp.PyArray_TYPE(src) or (t != cnp.NPY_FLOAT32 and t != cnp.NPY_FLOAT64)
-            or not (cnp.PyArray_IS_C_CONTIGUOUS(dst) and cnp.PyArray_ISALIGNED(dst))
-            or not (cnp.PyArray_IS_C_CONTIGUOUS(src) and cnp.PyArray_ISALIGNED(src))
-            or not _same_shape(dst, src)):
+    """``dst += src`` through _add_loop; False, with nothing written, when the pair is not
+    plain or the two partially overlap (NumPy handles those)."""
+    if not _plain_pair(dst, src):
         return False
-    cdef Py_ssize_t i, n = cnp.PyArray_SIZE(dst)
     cdef char *d = <char *>cnp.PyArray_DATA(dst)
     cdef char *s = <char *>cnp.PyArray_DATA(src)
-    cdef Py_ssize_t nbytes = n * cnp.PyArray_ITEMSIZE(dst)
+    cdef Py_ssize_t nbytes = cnp.PyArray_NBYTES(dst)
     if d != s and d < s + nbytes and s < d + nbytes:
-        return False                   # partial overlap: NumPy buffers it
-    cdef float *df
-    cdef double *dd
-    if t == cnp.NPY_FLOAT32:
-        df = <float *>d
-        with nogil:
-            for i in range(n):
-                df[i] += (<float *>s)[i]
-    else:
-        dd = <double *>d
-        with nogil:
-            for i in range(n):
-                dd[i] += (<double *>s)[i]
+        return False
+    _add_loop(dst, dst, src)
     return True
 
 
