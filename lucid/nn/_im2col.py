@@ -1,14 +1,14 @@
-"""Convolution and max pooling as single ops over NumPy (cpu, float32 / float64).
+"""Convolution and max pooling as single ops (cpu, float32 / float64, 1-d and 2-d).
 
 The composite forms in lucid.nn.functional gather one strided slice per kernel offset
-and stack them, which records a node per slice. Here the windows of the padded input
-are one strided view (no copy), copied once into the im2col matrix and multiplied
-by the weight in one BLAS call; the backward is two BLAS calls and a col2im that adds
-one strided slice per kernel offset. Each op records one node.
+and stack them, which records a node per slice. Here lucid.nn._kernels builds the
+im2col matrix in one C pass (padding read as zeros, no padded copy), the weight
+multiplies it in one BLAS call, and the backward is two BLAS calls and one col2im pass;
+max pooling is one pass that also keeps each window's argmax. Each op records one node.
 
-A node's eager backward (grad mode off, the engine's ordinary sweep) runs that NumPy
-code; in graph mode (``create_graph=True``) it differentiates the composite form with
-lucid ops, so second and higher derivatives come from the same formulas as before.
+A node's eager backward (grad mode off: the engine's ordinary sweep) runs those
+kernels; in graph mode (``create_graph=True``) it differentiates the composite form
+with lucid ops, so second and higher derivatives come from the same formulas as before.
 """
 import numpy as np
 
@@ -16,59 +16,37 @@ import lucid
 from lucid._core import core
 from lucid._core.core import PyNode, _py_attach, _py_node, register
 
+try:
+    from lucid.nn import _kernels
+except ImportError as e:  # no silent pure-Python fallback
+    raise ImportError(
+        f"lucid.nn's window kernels (lucid.nn._kernels) could not be imported: {e}.\n"
+        "Build them with `pip install .` or `python setup.py build_ext --inplace`.") from e
+
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def applies(*tensors):
-    """The fused ops serve cpu float32 / float64 tensors of one dtype, outside autocast."""
+def applies(nd, *tensors):
+    """The fused ops serve 1-d and 2-d windows of cpu float32 / float64 tensors of one
+    dtype, outside autocast."""
     dt = tensors[0].dtype
-    return (dt.numpy_dtype in _FLOATS and not lucid.is_autocast_enabled()
+    return (nd in (1, 2) and dt.numpy_dtype in _FLOATS and not lucid.is_autocast_enabled()
             and all(t is None or (t.dtype == dt and not t.is_cuda) for t in tensors))
 
 
-def _pad(a, pairs, value):
-    """``a`` (N, C, *spatial) padded by (lo, hi) per spatial dim, C-contiguous."""
-    if not any(lo or hi for lo, hi in pairs):
-        return np.ascontiguousarray(a)
-    shape = a.shape[:2] + tuple(n + lo + hi for n, (lo, hi) in zip(a.shape[2:], pairs))
-    out = np.full(shape, value, dtype=a.dtype)
-    out[(slice(None), slice(None)) + tuple(slice(lo, lo + n)
-                                          for n, (lo, _) in zip(a.shape[2:], pairs))] = a
-    return out
+def _geometry(shape, kernel, stride, dilation, pairs, out_size):
+    """The kernels' (n, c, h, w, kh, kw, sh, sw, dh, dw, ph, pw, oh, ow) of an (N, C, L)
+    or (N, C, H, W) input; a 1-d op is a 2-d one of height 1."""
+    if len(kernel) == 1:
+        return (shape[0], shape[1], 1, shape[2], 1, kernel[0], 1, stride[0], 1, dilation[0],
+                0, pairs[0][0], 1, out_size[0])
+    return (shape[0], shape[1], shape[2], shape[3], kernel[0], kernel[1], stride[0], stride[1],
+            dilation[0], dilation[1], pairs[0][0], pairs[1][0], out_size[0], out_size[1])
 
 
-def _windows(xp, kernel, stride, dilation, out_size, channels_first):
-    """The windows of the padded input xp (N, C, *spatial) as one strided view:
-    (C, *kernel, N, *out) if channels_first, else (N, C, *out, *kernel)."""
-    s = xp.strides
-    nd = len(kernel)
-    ks = tuple(s[2 + a] * dilation[a] for a in range(nd))
-    os_ = tuple(s[2 + a] * stride[a] for a in range(nd))
-    n, c = xp.shape[:2]
-    if channels_first:
-        shape, strides = (c,) + kernel + (n,) + out_size, (s[1],) + ks + (s[0],) + os_
-    else:
-        shape, strides = (n, c) + out_size + kernel, (s[0], s[1]) + os_ + ks
-    return np.ndarray(shape, xp.dtype, buffer=xp, strides=strides)
-
-
-def _col2im(cols, padded_shape, kernel, stride, dilation, out_size):
-    """The adjoint of _windows: cols (N, C, *kernel, *out) summed into the padded input."""
-    gxp = np.zeros(padded_shape, dtype=cols.dtype)
-    nd = len(kernel)
-    for offs in np.ndindex(*kernel):
-        idx = (slice(None), slice(None)) + tuple(
-            slice(offs[a] * dilation[a], offs[a] * dilation[a] + stride[a] * (out_size[a] - 1) + 1,
-                  stride[a]) for a in range(nd))
-        gxp[idx] += cols[(slice(None), slice(None)) + offs]
-    return gxp
-
-
-def _crop(gxp, pairs):
-    if not any(lo or hi for lo, hi in pairs):
-        return gxp
-    return np.ascontiguousarray(gxp[(slice(None), slice(None)) + tuple(
-        slice(lo, gxp.shape[2 + a] - hi) for a, (lo, hi) in enumerate(pairs))])
+def _planes(a, geo):
+    """``a`` as the kernels' (N, C, H, W) array (1-d: H = 1), C-contiguous."""
+    return np.ascontiguousarray(a).reshape(geo[:4])
 
 
 def _vjp(out, inputs, g):
@@ -82,11 +60,12 @@ def _vjp(out, inputs, g):
 # -- convolution ------------------------------------------------------------------------------
 
 class ConvolutionBackward(PyNode):
-    """Backward of conv (groups 1): grad_w = g im2col(x)^T, grad_b = sum(g),
-    grad_x = col2im(w^T g); in graph mode the composite's derivatives."""
+    """Backward of conv (groups 1): grad_w = g cols^T, grad_b = sum(g) and
+    grad_x = col2im(w^T g), cols the forward's im2col matrix; in graph mode the
+    composite's derivatives."""
 
     def grad_formula_impl(self, g, x, w):
-        cols, pairs, stride, dilation, out_size, composite = self.ctx
+        cols, geo, composite = self.ctx
         if core.is_grad_enabled():
             with lucid.enable_grad():
                 gx, gw = _vjp(composite(x, w), (x, w), g)
@@ -102,13 +81,8 @@ class ConvolutionBackward(PyNode):
         if self.needs_input_grad(2):
             gb = lucid.from_numpy(np.add.reduce(gt, axis=1))
         if self.needs_input_grad(0):
-            kernel = wa.shape[2:]
-            c = wa.shape[1]
-            gcols = (wa.reshape(o, -1).T @ gt).reshape((c,) + kernel + (n,) + out_size)
-            gcols = np.moveaxis(gcols, 1 + len(kernel), 0)          # (N, C, *kernel, *out)
-            padded = (n, c) + tuple(x.shape[2 + a] + lo + hi for a, (lo, hi) in enumerate(pairs))
-            gx = lucid.from_numpy(_crop(_col2im(gcols, padded, kernel, stride, dilation,
-                                                out_size), pairs))
+            gx = _kernels.col2im(wa.reshape(o, -1).T @ gt, geo)
+            gx = lucid.from_numpy(gx.reshape(tuple(x.shape)))
         return gx, gw, gb
 
 
@@ -117,23 +91,21 @@ ConvolutionBackward.schema_v1 = register("convolution", "Promote", 3, True, Fals
 
 
 def convolution(x, w, b, stride, pairs, dilation, out_size, composite):
-    """conv of x (N, C, *spatial) with w (O, C, *kernel), groups 1, padding ``pairs``;
-    ``composite(x, w)``: the same without bias in lucid ops (the graph-mode formula)."""
-    xa = x.numpy(force=True)
+    """conv of x (N, C, *spatial) with w (O, C, *kernel) (1-d or 2-d, groups 1), padding
+    ``pairs`` ((lo, hi) per dim); ``composite(x, w)``: the same without bias in lucid
+    ops (the graph-mode formula)."""
     wa = w.numpy(force=True)
-    o, c = wa.shape[:2]
-    kernel = wa.shape[2:]
-    n = xa.shape[0]
-    xp = _pad(xa, pairs, 0)
-    cols = _windows(xp, kernel, stride, dilation, out_size, True).reshape(c * int(np.prod(kernel)),
-                                                                          -1)
-    y = wa.reshape(o, -1) @ cols                              # (O, N * L)
+    o = wa.shape[0]
+    n = x.shape[0]
+    geo = _geometry(tuple(x.shape), wa.shape[2:], stride, dilation, pairs, out_size)
+    cols = _kernels.im2col(_planes(x.numpy(force=True), geo), geo)     # (C * K, N * L)
+    y = wa.reshape(o, -1) @ cols                                         # (O, N * L)
     if b is not None:
         y += b.numpy(force=True)[:, None]
     out = lucid.from_numpy(np.ascontiguousarray(y.reshape((o, n) + out_size).swapaxes(0, 1)))
     if core.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, w, b)):
         _py_attach(_py_node(ConvolutionBackward), out, (x, w, b), (x, w),
-                   (cols, pairs, stride, dilation, out_size, composite))
+                   (cols if w.requires_grad else None, geo, composite))
     return out
 
 
@@ -144,20 +116,12 @@ class MaxPoolBackward(PyNode):
     the composite's derivative."""
 
     def grad_formula_impl(self, g, x):
-        arg, pairs, stride, dilation, out_size, kernel, composite = self.ctx
+        arg, geo, composite = self.ctx
         if core.is_grad_enabled():
             with lucid.enable_grad():
                 return _vjp(composite(x), (x,), g)[0]
-        ga = g.numpy()
-        k = int(np.prod(kernel))
-        win = np.zeros(ga.shape + (k,), dtype=ga.dtype)
-        np.put_along_axis(win, arg[..., None], ga[..., None], -1)
-        nd = len(kernel)
-        win = win.reshape(ga.shape + kernel)
-        win = np.moveaxis(win, tuple(range(2 + nd, 2 + 2 * nd)), tuple(range(2, 2 + nd)))
-        padded = x.shape[:2] + tuple(x.shape[2 + a] + lo + hi for a, (lo, hi) in enumerate(pairs))
-        return lucid.from_numpy(_crop(_col2im(win, padded, kernel, stride, dilation, out_size),
-                                      pairs))
+        gx = _kernels.max_pool_grad(_planes(g.numpy(), geo[:2] + geo[12:]), arg, geo)
+        return lucid.from_numpy(gx.reshape(tuple(x.shape)))
 
 
 MaxPoolBackward.schema_v1 = register("max_pool", "KeepInput", 1, True, False,
@@ -165,15 +129,11 @@ MaxPoolBackward.schema_v1 = register("max_pool", "KeepInput", 1, True, False,
 
 
 def max_pool(x, kernel, stride, pairs, dilation, out_size, composite):
-    """Max over each window of x (N, C, *spatial) padded with -inf by ``pairs``;
-    ``composite(x)``: the same in lucid ops (the graph-mode formula)."""
-    xa = x.numpy(force=True)
-    xp = _pad(xa, pairs, -np.inf)
-    win = _windows(xp, kernel, stride, dilation, out_size, False)
-    win = win.reshape(win.shape[:2 + len(kernel)] + (-1,))      # (N, C, *out, K), a copy
-    arg = np.argmax(win, axis=-1)                                # first max; NaN wins
-    out = lucid.from_numpy(np.take_along_axis(win, arg[..., None], -1)[..., 0])
+    """Max over each window of x (N, C, *spatial) (1-d or 2-d) padded with -inf by
+    ``pairs``; ``composite(x)``: the same in lucid ops (the graph-mode formula)."""
+    geo = _geometry(tuple(x.shape), kernel, stride, dilation, pairs, out_size)
+    y, arg = _kernels.max_pool(_planes(x.numpy(force=True), geo), geo)
+    out = lucid.from_numpy(y.reshape(tuple(x.shape[:2]) + tuple(out_size)))
     if core.is_grad_enabled() and x.requires_grad:
-        _py_attach(_py_node(MaxPoolBackward), out, (x,), (x,),
-                   (arg, pairs, stride, dilation, out_size, kernel, composite))
+        _py_attach(_py_node(MaxPoolBackward), out, (x,), (x,), (arg, geo, composite))
     return out

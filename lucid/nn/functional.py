@@ -375,7 +375,7 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, nd):
                      for a in range(nd))
     if any(s <= 0 for s in out_size):
         raise ValueError(f"conv{nd}d: kernel {kernel} is larger than the padded input")
-    if groups == 1 and _im2col.applies(input, weight, bias):
+    if groups == 1 and _im2col.applies(nd, input, weight, bias):
         composite = functools.partial(_conv_composite, bias=None, stride=stride, pairs=pairs,
                                       dilation=dilation, groups=1, out_size=out_size)
         return _im2col.convolution(input, weight, bias, stride, pairs, dilation, out_size,
@@ -533,7 +533,7 @@ def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return
     x0, unb = _batched(input, nd)
     kernel, stride, padding, dilation, out, pairs = _pool_geometry(
         x0, kernel_size, stride, padding, dilation, ceil_mode, nd)
-    if not return_indices and _im2col.applies(x0):
+    if not return_indices and _im2col.applies(nd, x0):
         composite = functools.partial(_max_pool_composite, kernel=kernel, stride=stride,
                                       dilation=dilation, out=out, pairs=pairs)
         values = _im2col.max_pool(x0, kernel, stride, pairs, dilation, out, composite)
