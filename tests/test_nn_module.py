@@ -191,3 +191,46 @@ def test_cnn_with_batch_norm_resumes_bit_for_bit(tmp_path):
     assert list(s1) == list(s2)
     for k in s1:
         np.testing.assert_array_equal(np_of(s1[k]), np_of(s2[k]), err_msg=k)
+
+
+def test_load_state_dict_strictness_as_torch():
+    a, b = _mlp(), _mlp()
+    sd = a.state_dict()
+    sd.pop("0.bias")
+    sd["extra.weight"] = lucid.zeros(1)
+    tb = tnn.Sequential(tnn.Linear(4, 8), tnn.ReLU(), tnn.BatchNorm1d(8), tnn.Linear(8, 3))
+    tsd = {k: torch.from_numpy(np_of(v)) for k, v in sd.items()}
+    with pytest.raises(RuntimeError) as texc:       # torch's kind of error ...
+        tb.load_state_dict(tsd)
+    with pytest.raises(RuntimeError) as exc:        # ... and lucid's, a KeyError as well
+        b.load_state_dict(sd)
+    assert isinstance(exc.value, KeyError)
+    for key in ("0.bias", "extra.weight"):
+        assert key in str(exc.value) and key in str(texc.value)
+    res, tres = b.load_state_dict(sd, strict=False), tb.load_state_dict(tsd, strict=False)
+    assert res.missing_keys == tres.missing_keys == ["0.bias"]
+    assert res.unexpected_keys == tres.unexpected_keys == ["extra.weight"]
+    sd = a.state_dict()
+    sd["3.weight"] = lucid.zeros(3, 7)
+    with pytest.raises(RuntimeError, match="size mismatch for 3.weight"):
+        b.load_state_dict(sd)
+    with pytest.raises(ValueError, match="size mismatch"):
+        b.load_state_dict(sd, strict=False)        # shapes are checked without strict too
+    # values are cast to each parameter's dtype, and loaded into the same objects
+    w = b[0].weight
+    sd = {k: v.double() if v.is_floating_point() else v for k, v in a.state_dict().items()}
+    b.load_state_dict(sd)
+    assert b[0].weight is w and w.dtype == lucid.float32
+    np.testing.assert_array_equal(np_of(w), np_of(a[0].weight))
+
+
+def test_zero_grad_without_none_zeroes_in_place_and_half():
+    m = nn.Linear(3, 2)
+    m(lucid.randn(4, 3)).sum().backward()
+    g = m.weight.grad
+    m.zero_grad(set_to_none=False)
+    assert m.weight.grad is g and np.all(np_of(g) == 0)
+    m.half()
+    assert m.weight.dtype == lucid.float16 and m.weight.grad.dtype == lucid.float16
+    m.bfloat16()
+    assert m.bias.dtype == lucid.bfloat16

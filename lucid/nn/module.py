@@ -8,8 +8,16 @@ from collections import OrderedDict
 import numpy as np
 
 import lucid
-from lucid._core.core import _assign_, _bump_version
+from lucid._core.core import LucidError, ShapeError, _assign_, _bump_version
 from lucid.nn.parameter import Parameter
+
+
+class StateDictKeyError(LucidError, KeyError):
+    """Missing or unexpected keys in a strict ``load_state_dict``: a KeyError, and a
+    RuntimeError as torch raises."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
 
 
 class _IncompatibleKeys(tuple):
@@ -206,7 +214,8 @@ class Module:
             if set_to_none:
                 p.grad = None
             else:
-                p.grad = lucid.zeros_like(p.grad, dtype=p.grad.dtype)
+                with lucid.no_grad():
+                    p.grad.zero_()
 
     def apply(self, fn):
         for m in self.children():
@@ -270,6 +279,12 @@ class Module:
     def double(self):
         return self.to(lucid.float64)
 
+    def half(self):
+        return self.to(lucid.float16)
+
+    def bfloat16(self):
+        return self.to(lucid.bfloat16)
+
     def cpu(self):
         return self.to("cpu")
 
@@ -292,15 +307,21 @@ class Module:
         return out
 
     def load_state_dict(self, state_dict, strict=True):
-        """Copy values into this module's parameters and buffers (same shapes); with
-        ``strict``, missing or unexpected keys raise a KeyError naming them."""
+        """Copy values into this module's parameters and buffers (same shapes, cast to
+        their dtypes); with ``strict``, missing or unexpected keys raise a
+        StateDictKeyError (a KeyError and RuntimeError) naming them; a shape mismatch
+        raises a ShapeError (a ValueError and RuntimeError)."""
         own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
-            raise KeyError(
-                f"Error(s) in loading state_dict for {type(self).__name__}: "
-                f"missing keys {missing}, unexpected keys {unexpected}")
+            msg = [f"Error(s) in loading state_dict for {type(self).__name__}:"]
+            if missing:
+                msg.append("Missing key(s) in state_dict: " + ", ".join(map(repr, missing)))
+            if unexpected:
+                msg.append("Unexpected key(s) in state_dict: " +
+                           ", ".join(map(repr, unexpected)))
+            raise StateDictKeyError("\n\t".join(msg))
         errors = []
         for k, t in own.items():
             if k not in state_dict:
@@ -319,7 +340,7 @@ class Module:
                 dst[...] = src_np
                 _bump_version(t)
         if errors:
-            raise ValueError("Error(s) in loading state_dict for "
+            raise ShapeError("Error(s) in loading state_dict for "
                              f"{type(self).__name__}:\n\t" + "\n\t".join(errors))
         return _IncompatibleKeys(missing, unexpected)
 
