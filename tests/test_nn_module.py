@@ -234,3 +234,24 @@ def test_zero_grad_without_none_zeroes_in_place_and_half():
     assert m.weight.dtype == lucid.float16 and m.weight.grad.dtype == lucid.float16
     m.bfloat16()
     assert m.bias.dtype == lucid.bfloat16
+
+
+@pytest.mark.parametrize("shape", [(5,), (4, 5), (2, 3, 5)])
+def test_linear_is_one_op_with_torch_derivatives(shape):
+    rng = np.random.default_rng(0)
+    x, w, b = rng.standard_normal(shape), rng.standard_normal((3, 5)), rng.standard_normal(3)
+    lx, lw, lb = (lucid.tensor(a, requires_grad=True) for a in (x, w, b))
+    tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    y, ty = F.linear(lx, lw, lb), torch.nn.functional.linear(tx, tw, tb)
+    assert type(y.grad_fn).__name__ == "LinearBackward"
+    np.testing.assert_allclose(np_of(y), ty.detach().numpy(), rtol=1e-12)
+    g = rng.standard_normal(tuple(y.shape))
+    grads = lucid.autograd.grad(y, (lx, lw, lb), lucid.tensor(g), create_graph=True)
+    tgrads = torch.autograd.grad(ty, (tx, tw, tb), torch.tensor(g), create_graph=True)
+    for a, t in zip(grads, tgrads):
+        np.testing.assert_allclose(np_of(a), t.detach().numpy(), rtol=1e-12, atol=1e-14)
+    s = sum((a * a).sum() for a in grads[:2])
+    ts = sum((t * t).sum() for t in tgrads[:2])
+    for a, t in zip(lucid.autograd.grad(s, (lx, lw)), torch.autograd.grad(ts, (tx, tw))):
+        np.testing.assert_allclose(np_of(a), t.numpy(), rtol=1e-12, atol=1e-14)
+    assert lucid.autograd.gradgradcheck(F.linear, [lx, lw, lb], atol=1e-6, rtol=1e-4)

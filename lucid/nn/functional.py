@@ -1,9 +1,15 @@
 """lucid.nn.functional: layers, activations and losses as functions (torch.nn.functional).
 
-Everything here is composed from lucid's public ops, so backward and double backward
-come from those ops' nodes. Convolutions and pools gather their windows as strided
-slices of the (padded) input, one per kernel offset, stacked into an im2col matrix
-and reduced by one batched matmul (or a max/sum over the window axis).
+Most of it is composed from lucid's public ops, so backward and double backward come
+from those ops' nodes. The hot paths of training are single ops with one node each:
+``linear`` (LinearBackward, lucid._core.linalg), ``cross_entropy`` (one kernel pass for
+the loss and its gradient, CrossEntropyBackward, lucid._core.reduce), and 1-d / 2-d
+convolution and max pooling (im2col / col2im and max pooling kernels in C,
+lucid.nn._im2col). Each of these keeps its composite form, which serves the gpu, half
+dtypes and the other cases, and whose derivatives are the single ops' graph-mode
+formulas. The composite convolutions and pools gather their windows as strided slices
+of the (padded) input, one per kernel offset, stacked into an im2col matrix and reduced
+by one batched matmul (or a max/sum over the window axis).
 """
 import functools
 import math
