@@ -30,26 +30,43 @@ LUCID_OPTIM_CLONES void lucid_sgd_##SFX(T *restrict p, const T *restrict g, T *r
     }                                                                                    \
 }                                                                                        \
                                                                                          \
-LUCID_OPTIM_CLONES void lucid_adam_##SFX(T *restrict p, const T *restrict g, T *restrict m, T *restrict v, T *restrict vmax, ptrdiff_t n, T w1,         \
+/* The per-element choices are selects between computed values, and amsgrad (which reads   \
+ * and writes vmax) has a loop of its own, so that both loops vectorise on every clone. */   \
+LUCID_OPTIM_CLONES void lucid_adam_##SFX(T *restrict p, const T *restrict g, T *restrict m, \
+                      T *restrict v, T *restrict vmax, ptrdiff_t n, T w1,                 \
                       T beta2, T w2, T eps, T weight_decay, int decoupled, T decay,     \
                       T step_size, T bc2_sqrt, T gsign)                                 \
 {                                                                                        \
-    for (ptrdiff_t i = 0; i < n; i++) {                                                  \
-        T gi = gsign * g[i];                                                             \
-        T pi = p[i];                                                                     \
-        if (weight_decay != 0) {                                                         \
-            if (decoupled) pi = pi * decay;                                              \
-            else gi = gi + weight_decay * pi;                                            \
-        }                                                                                \
-        T mi = LERP(T, FMA, m[i], gi, w1);                                                       \
-        T vi = v[i] * beta2 + w2 * gi * gi;                                            \
+    const int l2 = weight_decay != 0 && !decoupled, dw = weight_decay != 0 && decoupled; \
+    const int lo = w1 < (T)0.5;                                                          \
+    const T w1m = w1 - (T)1;                                                             \
+    if (vmax == NULL) for (ptrdiff_t i = 0; i < n; i++) {                                \
+        T gi = gsign * g[i], pi = p[i], wp = weight_decay * pi;                          \
+        T pd = pi * decay, gl = gi + wp;                                                 \
+        pi = dw ? pd : pi;                                                               \
+        gi = l2 ? gl : gi;                                                               \
+        T d = gi - m[i];                                                                 \
+        T ma = FMA(w1, d, m[i]), mb = FMA(w1m, d, gi);                                   \
+        T mi = lo ? ma : mb;                                                             \
+        T vi = v[i] * beta2 + w2 * gi * gi;                                              \
         m[i] = mi;                                                                       \
         v[i] = vi;                                                                       \
-        T s = vi;                                                                        \
-        if (vmax) {                                                                      \
-            s = vmax[i] > vi ? vmax[i] : vi;                                             \
-            vmax[i] = s;                                                                 \
-        }                                                                                \
+        T denom = SQRT(vi) / bc2_sqrt + eps;                                             \
+        p[i] = pi + (-step_size) * mi / denom;                                           \
+    }                                                                                    \
+    else for (ptrdiff_t i = 0; i < n; i++) {                                             \
+        T gi = gsign * g[i], pi = p[i], wp = weight_decay * pi;                          \
+        T pd = pi * decay, gl = gi + wp;                                                 \
+        pi = dw ? pd : pi;                                                               \
+        gi = l2 ? gl : gi;                                                               \
+        T d = gi - m[i];                                                                 \
+        T ma = FMA(w1, d, m[i]), mb = FMA(w1m, d, gi);                                   \
+        T mi = lo ? ma : mb;                                                             \
+        T vi = v[i] * beta2 + w2 * gi * gi;                                              \
+        m[i] = mi;                                                                       \
+        v[i] = vi;                                                                       \
+        T s = vmax[i] > vi ? vmax[i] : vi;                                               \
+        vmax[i] = s;                                                                     \
         T denom = SQRT(s) / bc2_sqrt + eps;                                              \
         p[i] = pi + (-step_size) * mi / denom;                                           \
     }                                                                                    \
