@@ -103,7 +103,7 @@ def test_gradcheck_and_gradgradcheck(prob, opts):
     lw = lucid.tensor(w) if opts.pop("weight", False) else None
     lt = lucid.tensor(t)
     for reduction in REDUCTIONS:
-        def fn(a):
+        def fn(a, reduction=reduction):
             return F.cross_entropy(a, lt, lw, reduction=reduction, **opts)
         xs = [lucid.tensor(x, requires_grad=True)]
         assert lucid.autograd.gradcheck(fn, xs, atol=1e-6, rtol=1e-4)
@@ -141,7 +141,7 @@ def test_extreme_logits_match_torch():
     x = np.array([[1e4, 0.0, -1e4], [-np.inf, 0.0, 1.0], [np.inf, 0.0, 1.0],
                   [np.nan, 0.0, 1.0]])
     t = np.array([0, 0, 1, 2])
-    lx, out, tx, tout = _pair(x, t, None, {}, "float32", "none")
+    _, out, _, tout = _pair(x, t, None, {}, "float32", "none")
     np.testing.assert_array_equal(np.isnan(np_of(out)), np.isnan(tout.detach().numpy()))
     ok = ~np.isnan(tout.detach().numpy())
     np.testing.assert_allclose(np_of(out)[ok], tout.detach().numpy()[ok], rtol=1e-6)
@@ -232,7 +232,7 @@ def test_second_backward_without_retain_graph_raises():
 def test_composite_still_serves_targets_that_need_grad():
     """Probability targets that require grad take the composite formula: the target
     gets its gradient too."""
-    x, t, w = _data((4, 3, 2), seed=9, prob=True)
+    x, t, _ = _data((4, 3, 2), seed=9, prob=True)
     lx = lucid.tensor(x, requires_grad=True)
     lt = lucid.tensor(t, requires_grad=True)
     tx = torch.tensor(x, requires_grad=True)

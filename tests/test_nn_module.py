@@ -1,8 +1,6 @@
 """Module behaviour that torch users rely on: to(dtype / device) converting parameters in
 place, Tensor.data assignment, reprs, the default initialisation of every layer (same
 distributions as torch's), and bit-for-bit training resume of a CNN with batch norm."""
-import math
-
 import numpy as np
 import pytest
 
