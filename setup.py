@@ -117,13 +117,31 @@ extensions = [
 # -- lucid.optim._fused: the fused optimizer updates -----------------------------------------
 # Its own extension, independent of lucid._core (it works on the NumPy arrays of
 # parameters, gradients and state). -ffp-contract=off: no FMA contraction, so the
-# updates round like torch's CPU kernels; never the fast-math flags.
+# updates round like torch's CPU kernels; -fno-math-errno lets sqrt vectorise (the
+# square root instruction is correctly rounded, as libm's); -fno-unswitch-loops keeps
+# the selects on the configuration flags (gcc's unswitched copies of the Adam loop ran
+# scalar, 4x slower); never the fast-math flags.
 OPTIM = os.path.join("lucid", "optim")
 optim_ext = Extension(
     "lucid.optim._fused",
     sources=[os.path.join(OPTIM, "_fused.pyx"), os.path.join(OPTIM, "lucid_optim.c")],
     depends=[os.path.join(OPTIM, "lucid_optim.h")],
     include_dirs=[OPTIM],
+    extra_compile_args=(["-O0", "-g"] if DEBUG else ["-O3"]) + [
+        "-ffp-contract=off", "-fno-math-errno", "-fno-unswitch-loops"] + SAN_FLAGS,
+    extra_link_args=SAN_FLAGS[:1],
+)
+
+# -- lucid.nn._kernels: im2col / col2im and max pooling -------------------------------------
+# Array kernels independent of lucid._core, like the optimizer's (lucid.nn._im2col records
+# the nodes). Plain loops: every element is computed as the scalar code says.
+NN = os.path.join("lucid", "nn")
+nn_ext = Extension(
+    "lucid.nn._kernels",
+    sources=[os.path.join(NN, "_kernels.pyx"), os.path.join(NN, "lucid_nn.c")],
+    depends=[os.path.join(NN, "lucid_nn.h")],
+    include_dirs=[NN, np.get_include()],
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     extra_compile_args=(["-O0", "-g"] if DEBUG else ["-O3"]) + ["-ffp-contract=off"] + SAN_FLAGS,
     extra_link_args=SAN_FLAGS[:1],
 )
@@ -152,7 +170,7 @@ class build_ext(_build_ext):
 setup(
     cmdclass={"build_ext": build_ext},
     libraries=kernel_libraries,
-    ext_modules=cythonize(extensions + [optim_ext], compiler_directives=directives,
+    ext_modules=cythonize(extensions + [optim_ext, nn_ext], compiler_directives=directives,
                           include_path=[CORE], nthreads=JOBS, quiet=True),
     options={"build_ext": {"parallel": JOBS}},
 )

@@ -6,17 +6,26 @@
   speed).
 
 Both libraries run the same model from the same weights on the same data at the same
-thread count (LUCID_BENCH_THREADS, default 1 and 2). Before timing, one step of each is
-checked against the other, so the benchmark times equal work. Ratios are printed by
-bench/conftest.py (peer median / lucid median, same run); nothing fails on time.
+thread count (LUCID_BENCH_THREADS, default 1 and 2): lucid's pool, NumPy's BLAS (which
+lucid's matmul calls; limited through threadpoolctl) and torch. Before timing, one step
+of each is checked against the other, so the benchmark times equal work. Ratios are
+printed by bench/conftest.py (peer median / lucid median, same run); nothing fails on
+time.
 
     python -m pytest bench/test_train_bench.py --benchmark-only
 """
 import os
 import sys
 
+import contextlib
+
 import numpy as np
 import pytest
+
+try:
+    from threadpoolctl import threadpool_limits
+except ImportError:          # then NumPy's BLAS keeps the count conftest gave OpenBLAS
+    threadpool_limits = None
 
 from _lucid_bench import THREAD_SET, import_lucid, set_threads
 
@@ -92,12 +101,22 @@ def _check_equal_work(lucid_step, torch_step, lm, tm):
                                    rtol=1e-4, atol=1e-5, err_msg=name)
 
 
+def _blas_threads(n):
+    """NumPy's BLAS limited to n threads while the block runs (if threadpoolctl is there)."""
+    if threadpool_limits is None:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=n, user_api="blas")
+
+
 def _run(benchmark, group, peer, threads, lucid_step, torch_step, **info):
     got = set_threads(threads)
     benchmark.group = group
     benchmark.extra_info.update(peer=peer, threads=threads, lucid_threads=got.get("lucid"),
-                                torch_threads=got.get("torch"), **info)
-    benchmark(lucid_step if peer == "lucid" else torch_step)
+                                torch_threads=got.get("torch"),
+                                numpy_blas_threads=threads if threadpool_limits else "unset",
+                                **info)
+    with _blas_threads(threads):
+        benchmark(lucid_step if peer == "lucid" else torch_step)
 
 
 @pytest.mark.parametrize("threads", THREAD_SET)

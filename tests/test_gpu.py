@@ -497,3 +497,34 @@ def test_without_mlx_lucid_imports_and_says_what_to_install(tmp_path):
     lines = out.stdout.splitlines()
     assert lines[0] == "False", out.stderr
     assert "pip install" in lines[2] and "lucid[gpu]" in lines[2]
+
+
+def test_module_moves_to_the_gpu_in_place_and_keeps_training():
+    """Module.to('gpu') keeps the Parameter objects (an optimizer built before still
+    steps them); device= in a constructor and nn.init on a gpu tensor take effect;
+    load_state_dict writes into gpu parameters."""
+    from lucid import nn
+    lucid.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    params = list(m.parameters())
+    opt = lucid.optim.Adam(m.parameters(), lr=0.1)
+    m.to("gpu")
+    assert [id(p) for p in m.parameters()] == [id(p) for p in params]
+    assert all(p.device == "gpu" and p.requires_grad for p in params)
+    x = lucid.tensor(np.ones((5, 3), np.float32), device="gpu")
+    y = lucid.tensor([0, 1, 0, 1, 1], device="gpu")
+    before = params[0].detach().cpu().numpy().copy()
+    opt.zero_grad()
+    nn.functional.cross_entropy(m(x), y).backward()
+    opt.step()
+    assert params[0].device == "gpu"
+    assert not np.array_equal(params[0].detach().cpu().numpy(), before)
+    lin = nn.Linear(3, 2, device="gpu")
+    assert lin.weight.device == "gpu" and lin.bias.device == "gpu"
+    nn.init.constant_(lin.weight, 0.5)
+    np.testing.assert_array_equal(lin.weight.detach().cpu().numpy(), np.full((2, 3), 0.5))
+    src = nn.Linear(3, 2)
+    lin.load_state_dict(src.state_dict())
+    assert lin.weight.device == "gpu"
+    np.testing.assert_array_equal(lin.weight.detach().cpu().numpy(),
+                                  src.weight.detach().numpy())

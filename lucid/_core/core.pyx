@@ -395,8 +395,14 @@ cdef class Tensor:
 
     @property
     def data(self):
-        """This tensor's values, outside the graph (shares memory)."""
+        """This tensor's values, outside the graph (shares memory). Assigning a tensor
+        (``p.data = t``) makes this one use ``t``'s storage, dtype and device in place,
+        keeping its identity, grad and requires_grad (what Module.to does to parameters)."""
         return _alias(self)
+
+    @data.setter
+    def data(self, value):
+        _set_data(self, value)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) into the ``.grad`` of every leaf that requires grad,
@@ -1193,6 +1199,22 @@ def _assign_(Tensor dst not None, Tensor src not None):
     dst._mx = a if src._dtype is dst._dtype else a.astype(mx_dtype(dst._dtype))
     dst._bump()
     return dst
+
+
+cdef void _set_data(Tensor dst, object value) except *:
+    if not isinstance(value, Tensor):
+        raise TypeError(f"Tensor.data must be set to a Tensor, got {type(value).__name__}")
+    cdef Tensor src = <Tensor>value
+    if dst._requires_grad and not src._dtype.is_floating_point:
+        raise LucidError(f"data set to a {src._dtype} tensor: a tensor that requires grad "
+                         "must be floating point")
+    dst._data, dst._dtype, dst._mx = src._data, src._dtype, src._mx
+    dst._bump()             # graphs that saved the old values refuse to use the new ones
+
+
+def _bump_version(Tensor t not None):
+    """Mark ``t`` as modified in place (its values were written through NumPy or C)."""
+    t._bump()
 
 
 def eval_tensors(*tensors):

@@ -232,6 +232,103 @@ def ger(input, vec2):
     return outer(input, vec2)
 
 
+# -- linear: x @ W^T + b as one op -------------------------------------------------------
+# One node instead of matmul, transpose and add: the forward is one BLAS call with W^T as
+# a transposed view (no copy) and the bias added in place; the eager backward is
+# grad_x = g W, grad_W = g^T x (both operands as views: BLAS's transpose flag) and
+# grad_b = the column sums of g, each computed only when its input needs it.
+
+cdef OpSchema _S_linear = register("linear", "Promote", 3, saves_input=True)
+
+
+cdef class LinearBackward(Node):
+    """Backward of linear (y = x W^T + b, x of shape (..., in)): grad_x = g W,
+    grad_W = g^T x and grad_b = sum(g) over the leading dims of x."""
+    schema_v1 = _S_linear
+    cdef SavedTensor _saved_x, _saved_w
+    cdef tuple _x_shape
+
+    cdef void _setup(self, OpSchema s, tuple inputs, Tensor out, object params) except *:
+        cdef Tensor x = <Tensor>inputs[0], w = <Tensor>inputs[1]
+        self._x_shape = _shp(x._data)
+        if x._requires_grad:
+            self._saved_w = _save(w, False)
+        if w._requires_grad:
+            self._saved_x = _save(x, False)
+
+    cdef list _saved_list(self):
+        return [s for s in (self._saved_x, self._saved_w) if s is not None]
+
+    cdef tuple _graph(self, Tensor g):
+        x = self._saved_x.unpack(self) if self._saved_x is not None else None
+        w = self._saved_w.unpack(self) if self._saved_w is not None else None
+        return self.grad_formula_impl(g, x, w)
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        cdef Py_ssize_t nout = _shp(g)[len(_shp(g)) - 1] if cnp.PyArray_NDIM(g) else 1
+        g2 = g.reshape(-1, nout)
+        gx = gw = gb = None
+        if self._next[0][0] is not None:
+            gx = _as_ndarray(np.matmul(g, self._saved_w.data(self))).reshape(self._x_shape)
+        if self._next[1][0] is not None:
+            x = self._saved_x.data(self)
+            gw = _as_ndarray(np.matmul(g2.T, x.reshape(-1, _shp(x)[len(_shp(x)) - 1])))
+        if self._next[2][0] is not None:
+            gb = _as_ndarray(np.add.reduce(g2, axis=0))
+        return (gx, gw, gb)
+
+    def grad_formula_impl(self, g, x, w):
+        nout = g.shape[g.ndim - 1] if g.ndim else 1
+        g2 = ops.reshape(g, (-1, nout))
+        gx = gw = gb = None
+        if self._next[0][0] is not None:
+            gx = ops.reshape(matmul(g, w), self._x_shape)
+        if self._next[1][0] is not None:
+            gw = matmul(ops.transpose(g2, 0, 1), ops.reshape(x, (-1, x.shape[x.ndim - 1])))
+        if self._next[2][0] is not None:
+            gb = ops.sum(g2, 0)
+        return (gx, gw, gb)
+
+
+_S_linear._bind(LinearBackward)
+
+
+def linear(input, weight, bias=None):
+    """``input @ weight.T + bias`` as one op on cpu float32 / float64 tensors of one dtype
+    (weight (out, in), bias (out,)); None for anything else (gpu, half, mixed or integer
+    dtypes, autocast), which the caller computes with matmul and add."""
+    if not (isinstance(input, Tensor) and isinstance(weight, Tensor)) or \
+            (bias is not None and not isinstance(bias, Tensor)) or autocast_code() >= 0:
+        return None
+    cdef Tensor x = <Tensor>input, w = <Tensor>weight
+    cdef Tensor b = <Tensor>bias if bias is not None else None
+    cdef DType dt = x._dtype
+    if dt.code != DT_FLOAT32 and dt.code != DT_FLOAT64 or w._dtype is not dt or \
+            (b is not None and b._dtype is not dt) or x._mx is not None or w._mx is not None \
+            or (b is not None and b._mx is not None):
+        return None
+    cdef cnp.ndarray xa = x._data, wa = w._data
+    cdef int nd = cnp.PyArray_NDIM(xa)
+    if cnp.PyArray_NDIM(wa) != 2 or nd == 0 or _shp(xa)[nd - 1] != _shp(wa)[1] or \
+            (b is not None and _shp(b._data) != (_shp(wa)[0],)):
+        raise ShapeError(f"linear: input {_shp(xa)}, weight {_shp(wa)}"
+                         + (f" and bias {_shp(b._data)}" if b is not None else "")
+                         + " do not fit (weight (out, in), input (..., in), bias (out,))")
+    cdef Py_ssize_t nin = _shp(wa)[1], nout = _shp(wa)[0]
+    if nd > 2 and cnp.PyArray_IS_C_CONTIGUOUS(xa):   # one 2-d product, not a batched loop
+        r = np.matmul(xa.reshape(-1, nin), wa.T).reshape(_shp(xa)[:nd - 1] + (nout,))
+    else:
+        r = np.matmul(xa, wa.T)
+    cdef cnp.ndarray out = _as_ndarray(r)
+    if b is not None:
+        np.add(out, b._data, out=out)
+    cdef Tensor y = _wrap(out, dt)
+    if grad_enabled() and (x._requires_grad or w._requires_grad or
+                           (b is not None and b._requires_grad)):
+        record(_S_linear, y, (x, w, b), None)
+    return y
+
+
 for _fn in (matmul, dot, inner, outer):
     export(_fn, method=True)
 export(ger)

@@ -45,6 +45,24 @@ cdef extern from "lucid_vforce.h" nogil:
     void lucid_red_piece(void *plan, Py_ssize_t piece)
     void lucid_red_step(lucid_red_plan *p)
     void lucid_red_free(lucid_red_plan *p)
+    double lucid_sumf(const float *x, Py_ssize_t n)
+    double lucid_sum(const double *x, Py_ssize_t n)
+    ctypedef struct lucid_xent_plan:
+        int dbl
+        const void *x
+        const cnp.npy_int64 *target
+        const void *prob
+        const void *weight
+        Py_ssize_t n, c, inner
+        cnp.npy_int64 ignore_index
+        double smoothing
+        void *loss
+        double *denom
+        void *grad
+        Py_ssize_t npieces
+        int bad, oom
+    void lucid_xent_setup(lucid_xent_plan *p)
+    void lucid_xent_piece(void *plan, Py_ssize_t piece)
 
 # Below this many elements, releasing the GIL costs more than the kernel.
 cdef enum:
@@ -1098,6 +1116,172 @@ def log_softmax(input, dim=None, dtype=None, *, axis=None):
     return _softmax(input, dim, dtype, True)
 
 
+# -- cross entropy ---------------------------------------------------------------------------
+# One kernel pass over the logits computes each position's loss and, when the logits need
+# a gradient, d loss / d logits (src/lucid_reduce_tpl.h, lucid_xent_plan); the node's
+# eager backward only scales that by the output gradient. lucid.nn.functional.cross_entropy
+# calls this for cpu inputs and keeps its composite of log_softmax and nll for the rest.
+
+cdef OpSchema _S_cross_entropy = register("cross_entropy", "ForceFP32", 1, saves_input=True,
+                                          int_rule=INT_REJECT)
+
+
+cdef class CrossEntropyBackward(Node):
+    """Backward of cross entropy over dim 1 of the logits x: (A softmax(x) - a) times the
+    output gradient (divided by the summed target weights for 'mean'), where ``a`` holds
+    each position's target weights over the classes and A = sum(a, 1)."""
+    schema_v1 = _S_cross_entropy
+    cdef SavedTensor _saved_x
+    cdef object _grad                 # d loss[position] / d x, from the forward kernel
+    cdef object _target, _weight      # index or probability targets; class weights or None
+    cdef cnp.npy_int64 _ignore
+    cdef double _smoothing, _den
+    cdef str _reduction
+    cdef DType _dt
+
+    cdef void _setup(self, OpSchema s, tuple inputs, Tensor out, object params) except *:
+        cdef Tensor x = <Tensor>inputs[0]
+        self._saved_x = _save(x, False)
+        self._dt = x._dtype
+        (self._grad, self._target, self._weight, self._ignore, self._smoothing,
+         self._reduction, self._den) = params
+
+    cdef list _saved_list(self):
+        return [self._saved_x]
+
+    cdef void _release(self):
+        Node._release(self)
+        self._grad = None
+
+    cdef object _scale(self, object g):
+        """The factor each position's gradient is multiplied by (an array or tensor)."""
+        if self._reduction == "none":
+            return ops.unsqueeze(g, 1) if isinstance(g, Tensor) else np.expand_dims(g, 1)
+        if self._reduction == "mean":
+            return g / self._den if self._den != 0 else g * 0
+        return g
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        if self._grad is None:             # freed by an earlier backward: the usual error
+            self._saved_x._check(self)
+        g = _store(g, self._dt)
+        return (_as_ndarray(np.multiply(self._grad, self._scale(g))),)
+
+    def grad_formula_impl(self, g, x):
+        a = _wrap(self._target_weights(), self._dt)
+        gx = softmax(x, 1) * _sum(a, 1, True) - a
+        return gx * self._scale(g)
+
+    cdef cnp.ndarray _target_weights(self):
+        """a: each position's weight of every class, laid out as x."""
+        shape = _shp(self._saved_x.data(self))
+        c = shape[1]
+        w = np.ones(c, dtype=self._dt.numpy_dtype) if self._weight is None else self._weight
+        wb = w.reshape((1, c) + (1,) * (len(shape) - 2))
+        u = self._smoothing / c
+        t = self._target
+        if t.dtype != np.int64:                         # probabilities
+            return _as_ndarray(wb * ((1 - self._smoothing) * t + u))
+        valid = np.expand_dims(t != self._ignore, 1)
+        k = np.expand_dims(np.where(t != self._ignore, t, 0), 1)
+        a = np.broadcast_to(u * wb, shape).copy()
+        np.put_along_axis(a, k, np.take_along_axis(a, k, 1) + (1 - self._smoothing) * w[k], 1)
+        return _as_ndarray(np.where(valid, a, 0).astype(self._dt.numpy_dtype))
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, str reduction="mean",
+                  double label_smoothing=0.0):
+    """Cross entropy of logits (N, C, *) over dim 1 with class-index targets (N, *) or
+    class probabilities (N, C, *), fused with its gradient. Returns None where the fused
+    kernel does not apply (gpu tensors, a target or weight that requires grad), so that
+    the caller runs the composite formula."""
+    cdef Tensor x = _as_tensor_dev(input)
+    cdef Tensor t = _as_tensor_dev(target)
+    cdef Tensor w = _as_tensor_dev(weight) if weight is not None else None
+    if x._mx is not None or t._mx is not None or (w is not None and w._mx is not None):
+        return None
+    cdef bint grad_on = grad_enabled()
+    cdef bint prob = t._dtype.is_floating_point
+    if grad_on and (t._requires_grad or (w is not None and w._requires_grad)):
+        return None
+    x = prepare(_S_cross_entropy, x)
+    shape = _shp(x._data)
+    if len(shape) < 2:
+        raise ShapeError(f"cross_entropy: input must be (N, C, ...), got shape {shape}")
+    cdef Py_ssize_t N = shape[0], C = shape[1], I = 1, k
+    for k in range(2, len(shape)):
+        I *= shape[k]
+    if C == 0:
+        raise ShapeError(f"cross_entropy: input of shape {shape} has no classes")
+    tshape = _shp(t._data)
+    npdt = x._dtype.numpy_dtype
+    if prob:
+        if tshape != shape:
+            raise ShapeError(f"cross_entropy: probability targets must have the input's shape "
+                             f"{shape}, got {tshape}")
+        tarr = _contig(_store(t._data, x._dtype))
+    else:
+        if t._dtype.code == DT_BOOL:
+            raise UnsupportedDTypeError("cross_entropy: class-index targets must be integers, "
+                                        "got bool")
+        if tshape != (shape[0],) + shape[2:]:
+            raise ShapeError(f"cross_entropy: class-index targets must have shape "
+                             f"{(shape[0],) + shape[2:]} for input of shape {shape}, got {tshape}")
+        tarr = _contig(t._data.astype(np.int64, copy=False))
+    warr = None
+    if w is not None:
+        if _shp(w._data) != (C,):
+            raise ShapeError(f"cross_entropy: weight must have shape ({C},), got "
+                             f"{_shp(w._data)}")
+        warr = _contig(_store(w._data, x._dtype))
+    xarr = _contig(x._data)
+    cdef bint want_grad = grad_on and x._requires_grad
+    loss = np.empty((N,) + shape[2:], dtype=npdt)
+    den = np.empty(N * I, dtype=np.float64) if not prob and reduction == "mean" else None
+    grad = np.empty(shape, dtype=npdt) if want_grad else None
+    cdef lucid_xent_plan p
+    p.dbl = x._dtype.code == DT_FLOAT64
+    p.x = cnp.PyArray_DATA(xarr)
+    p.target = NULL if prob else <cnp.npy_int64 *>cnp.PyArray_DATA(tarr)
+    p.prob = cnp.PyArray_DATA(tarr) if prob else NULL
+    p.weight = NULL if warr is None else cnp.PyArray_DATA(warr)
+    p.n, p.c, p.inner = N, C, I
+    p.ignore_index = ignore_index
+    p.smoothing = label_smoothing
+    p.loss = cnp.PyArray_DATA(loss)
+    p.denom = NULL if den is None else <double *>cnp.PyArray_DATA(den)
+    p.grad = NULL if grad is None else cnp.PyArray_DATA(grad)
+    lucid_xent_setup(&p)
+    cdef int nt = _threads_for(N * C * I)
+    if N * C * I < _NOGIL_MIN:
+        _parallel_for(lucid_xent_piece, &p, p.npieces, 1)
+    else:
+        with nogil:
+            _parallel_for(lucid_xent_piece, &p, p.npieces, nt)
+    if p.oom:
+        raise MemoryError("cross_entropy: out of memory for the class scratch")
+    if p.bad:
+        bad = tarr[(tarr != ignore_index) & ((tarr < 0) | (tarr >= C))]
+        raise IndexError(f"cross_entropy: target {int(bad.reshape(-1)[0])} is out of bounds "
+                         f"for {C} classes")
+    cdef double den_total = 1.0        # what 'mean' divides by
+    if reduction == "none":
+        r = loss
+    else:
+        total = lucid_sum(<double *>cnp.PyArray_DATA(loss), N * I) if p.dbl else \
+            lucid_sumf(<float *>cnp.PyArray_DATA(loss), N * I)
+        if reduction == "mean":
+            den_total = <double>(N * I) if den is None else \
+                lucid_sum(<double *>cnp.PyArray_DATA(den), N * I)
+            total = total / den_total
+        r = np.array(total, dtype=npdt)
+    cdef Tensor y = _wrap(_as_ndarray(r), x._dtype)
+    if want_grad:
+        record(_S_cross_entropy, y, (x,), (grad, tarr, warr, ignore_index, label_smoothing,
+                                          reduction, den_total))
+    return y
+
+
 # -- all / any -------------------------------------------------------------------------------
 
 def _all(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
@@ -1128,7 +1312,8 @@ def _any(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
 
 for _node in (SumBackward, MeanBackward, ProdBackward, AmaxBackward, AminBackward, MaxBackward,
               MinBackward, VarBackward, StdBackward, LogsumexpBackward, NormBackward,
-              CumsumBackward, CumprodBackward, SoftmaxBackward, LogSoftmaxBackward):
+              CumsumBackward, CumprodBackward, SoftmaxBackward, LogSoftmaxBackward,
+              CrossEntropyBackward):
     _node.schema_v1._bind(_node)
 
 # Every reduction runs on the gpu: its function above branches on x._mx itself.

@@ -1,9 +1,15 @@
 """lucid.nn.functional: layers, activations and losses as functions (torch.nn.functional).
 
-Everything here is composed from lucid's public ops, so backward and double backward
-come from those ops' nodes. Convolutions and pools gather their windows as strided
-slices of the (padded) input, one per kernel offset, stacked into an im2col matrix
-and reduced by one batched matmul (or a max/sum over the window axis).
+Most of it is composed from lucid's public ops, so backward and double backward come
+from those ops' nodes. The hot paths of training are single ops with one node each:
+``linear`` (LinearBackward, lucid._core.linalg), ``cross_entropy`` (one kernel pass for
+the loss and its gradient, CrossEntropyBackward, lucid._core.reduce), and 1-d / 2-d
+convolution and max pooling (im2col / col2im and max pooling kernels in C,
+lucid.nn._im2col). Each of these keeps its composite form, which serves the gpu, half
+dtypes and the other cases, and whose derivatives are the single ops' graph-mode
+formulas. The composite convolutions and pools gather their windows as strided slices
+of the (padded) input, one per kernel offset, stacked into an im2col matrix and reduced
+by one batched matmul (or a max/sum over the window axis).
 """
 import functools
 import math
@@ -12,6 +18,9 @@ import numbers
 import numpy as np
 
 import lucid
+from lucid._core import linalg as _linalg_ops
+from lucid._core import reduce as _reduce_ops
+from lucid.nn import _im2col
 
 _reduction_names = ("none", "mean", "sum")
 
@@ -59,7 +68,11 @@ def _const(value, like):
 # -- linear ------------------------------------------------------------------------------------
 
 def linear(input, weight, bias=None):
-    """``input @ weight.T + bias``; weight has shape (out_features, in_features)."""
+    """``input @ weight.T + bias``; weight has shape (out_features, in_features). One op
+    (LinearBackward) on cpu float tensors of one dtype; matmul and add otherwise."""
+    out = _linalg_ops.linear(input, weight, bias)
+    if out is not None:
+        return out
     out = lucid.matmul(input, weight.T)
     if bias is not None and lucid.is_autocast_enabled():
         bias = lucid.amp._lowp(bias)    # the matmul family runs in the autocast dtype
@@ -355,7 +368,7 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, nd):
     if input.ndim != nd + 2:
         raise ValueError(f"conv{nd}d expects a {nd + 2}-d input (batched), got shape "
                          f"{tuple(input.shape)}")
-    n, c = input.shape[0], input.shape[1]
+    c = input.shape[1]
     o, cg = weight.shape[0], weight.shape[1]
     kernel = tuple(weight.shape[2:])
     stride = _tuple(stride, nd, "stride")
@@ -364,11 +377,25 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups, nd):
         raise ValueError(f"conv{nd}d: input has {c} channels, weight {tuple(weight.shape)} "
                          f"with groups={groups} expects {cg * groups}")
     pairs = _padding_pairs(padding, kernel, dilation, nd, stride)
-    x = _pad_spatial(input, pairs)
     out_size = tuple(_conv_out(input.shape[2 + a], kernel[a], stride[a], *pairs[a], dilation[a])
                      for a in range(nd))
     if any(s <= 0 for s in out_size):
         raise ValueError(f"conv{nd}d: kernel {kernel} is larger than the padded input")
+    if groups == 1 and _im2col.applies(nd, input, weight, bias):
+        composite = functools.partial(_conv_composite, bias=None, stride=stride, pairs=pairs,
+                                      dilation=dilation, groups=1, out_size=out_size)
+        return _im2col.convolution(input, weight, bias, stride, pairs, dilation, out_size,
+                                   composite)
+    return _conv_composite(input, weight, bias, stride, pairs, dilation, groups, out_size)
+
+
+def _conv_composite(input, weight, bias, stride, pairs, dilation, groups, out_size):
+    """Convolution in lucid ops: windows stacked (im2col), one batched matmul."""
+    nd = len(out_size)
+    n, c = input.shape[0], input.shape[1]
+    o, cg = weight.shape[0], weight.shape[1]
+    kernel = tuple(weight.shape[2:])
+    x = _pad_spatial(input, pairs)
     k = int(np.prod(kernel))
     l_ = int(np.prod(out_size))
     cols = _windows(x, kernel, stride, dilation, out_size)      # (N, C, K, *out)
@@ -459,7 +486,9 @@ def _pool_out(size, k, s, p, d, ceil_mode):
     return out
 
 
-def _pool_prep(input, kernel_size, stride, padding, dilation, ceil_mode, nd, fill):
+def _pool_geometry(input, kernel_size, stride, padding, dilation, ceil_mode, nd):
+    """kernel, stride, padding, dilation, output size and the (lo, hi) padding of each
+    spatial dim (hi grows so that ceil-mode windows fit)."""
     kernel = _tuple(kernel_size, nd, "kernel_size")
     stride = _tuple(stride if stride not in (None, ()) else kernel, nd, "stride")
     padding = _tuple(padding, nd, "padding")
@@ -475,6 +504,12 @@ def _pool_prep(input, kernel_size, stride, padding, dilation, ceil_mode, nd, fil
     for a in range(nd):
         need = (out[a] - 1) * stride[a] + dilation[a] * (kernel[a] - 1) + 1
         pairs.append((padding[a], max(padding[a], need - sizes[a] - padding[a])))
+    return kernel, stride, padding, dilation, out, pairs
+
+
+def _pool_prep(input, kernel_size, stride, padding, dilation, ceil_mode, nd, fill):
+    kernel, stride, padding, dilation, out, pairs = _pool_geometry(
+        input, kernel_size, stride, padding, dilation, ceil_mode, nd)
     x = _pad_spatial(input, pairs, fill)
     return x, kernel, stride, padding, dilation, out
 
@@ -502,10 +537,14 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd):
     x0, unb = _batched(input, nd)
-    x, kernel, stride, padding, dilation, out = _pool_prep(
-        x0, kernel_size, stride, padding, dilation, ceil_mode, nd, -math.inf)
-    cols = _windows(x, kernel, stride, dilation, out)           # (N, C, K, *out)
-    values, arg = lucid.max(cols, dim=2)
+    kernel, stride, padding, dilation, out, pairs = _pool_geometry(
+        x0, kernel_size, stride, padding, dilation, ceil_mode, nd)
+    if not return_indices and _im2col.applies(nd, x0):
+        composite = functools.partial(_max_pool_composite, kernel=kernel, stride=stride,
+                                      dilation=dilation, out=out, pairs=pairs)
+        values = _im2col.max_pool(x0, kernel, stride, pairs, dilation, out, composite)
+        return values.squeeze(0) if unb else values
+    values, arg = _max_pool_composite(x0, kernel, stride, dilation, out, pairs, True)
     if unb:
         values = values.squeeze(0)
     if not return_indices:
@@ -523,6 +562,13 @@ def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return
         flat = flat * sizes[a] + pos
     idx = lucid.from_numpy(flat)
     return values, (idx.squeeze(0) if unb else idx)
+
+
+def _max_pool_composite(x0, kernel, stride, dilation, out, pairs, with_arg=False):
+    """Max pooling in lucid ops: the windows stacked, then a max over them."""
+    x = _pad_spatial(x0, pairs, -math.inf)
+    values, arg = lucid.max(_windows(x, kernel, stride, dilation, out), dim=2)
+    return (values, arg) if with_arg else values
 
 
 def _avg_divisor(sizes, kernel, stride, padding, out, count_include_pad):
@@ -800,14 +846,33 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
                   label_smoothing=0.0):
     """log_softmax over dim 1, then the NLL of class-index targets, or the cross entropy
-    with probability targets (same shape as input); torch's label smoothing."""
+    with probability targets (same shape as input); torch's label smoothing. On the cpu
+    one kernel pass computes the loss and its gradient (lucid's cross_entropy op)."""
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
     if reduction not in _reduction_names:
         raise ValueError(f"{reduction!r} is not a valid value for reduction")
-    cdim = 1 if input.ndim > 1 else 0
-    c = input.shape[cdim]
-    logp = lucid.log_softmax(input, dim=cdim)
+    if ignore_index != -100 and target.is_floating_point():
+        raise ValueError("cross_entropy: ignore_index is not supported for probability "
+                         "targets")
+    if input.ndim == 1:  # unbatched: (C,) with a 0-d index or (C,) probabilities
+        target = target.unsqueeze(0) if target.is_floating_point() else target.reshape(1)
+        out = cross_entropy(input.unsqueeze(0), target, weight, ignore_index, reduction,
+                            label_smoothing)
+        return out.squeeze(0) if reduction == "none" else out
+    out = _reduce_ops.cross_entropy(input, target, weight, ignore_index, reduction,
+                                    float(label_smoothing))
+    if out is None:
+        out = _cross_entropy_composite(input, target, weight, ignore_index, reduction,
+                                       label_smoothing)
+    return out
+
+
+def _cross_entropy_composite(input, target, weight, ignore_index, reduction, label_smoothing):
+    """cross_entropy in lucid ops (batched input): what runs where the fused kernel does
+    not (gpu tensors, targets or weights that require grad)."""
+    c = input.shape[1]
+    logp = lucid.log_softmax(input, dim=1)
     if target.is_floating_point():  # class probabilities
         if tuple(target.shape) != tuple(input.shape):
             raise ValueError(f"cross_entropy: probability targets must have the input's shape "
@@ -816,15 +881,12 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
             target = target * (1 - label_smoothing) + label_smoothing / c
         prod = logp * target
         if weight is not None:
-            prod = prod * (weight.reshape(*_class_weight_shape(input.ndim)) if cdim else weight)
+            prod = prod * weight.reshape(*_class_weight_shape(input.ndim))
         if reduction == "mean":
             return -prod.sum() / (input.numel() // c)
         if reduction == "sum":
             return -prod.sum()
-        return -prod.sum(cdim)
-    if cdim == 0:
-        return cross_entropy(input.unsqueeze(0), target.reshape(1), weight, ignore_index,
-                             reduction, label_smoothing)
+        return -prod.sum(1)
     nll = nll_loss(logp, target, weight, ignore_index, reduction)
     if label_smoothing == 0.0:
         return nll

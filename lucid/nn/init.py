@@ -8,11 +8,18 @@ import math
 import numpy as np
 
 import lucid
+from lucid._core.core import _assign_, _bump_version
 
 
 def _fill(tensor, values):
-    arr = tensor.detach().numpy()
-    arr[...] = values
+    """Write ``values`` into the tensor's storage (a gpu tensor gets a new MLX array) and
+    bump its version, as an in-place op does."""
+    if tensor.is_cuda:
+        full = np.broadcast_to(np.asarray(values), tuple(tensor.shape))
+        _assign_(tensor, lucid.tensor(np.array(full), dtype=tensor.dtype, device="gpu"))
+        return tensor
+    tensor.numpy(force=True)[...] = values
+    _bump_version(tensor)
     return tensor
 
 

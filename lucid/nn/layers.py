@@ -16,6 +16,13 @@ def _empty(*shape, dtype=None):
     return lucid.zeros(*shape, dtype=dtype or lucid.float32)
 
 
+def _place(module, device):
+    """The ``device=`` argument of layer constructors: initialised on the cpu (lucid's
+    random stream), then moved."""
+    if device is not None:
+        module.to(lucid.device(device))
+
+
 class Identity(Module):
     def __init__(self, *args, **kwargs):
         super().__init__()
@@ -35,6 +42,7 @@ class Linear(Module):
         if not bias:
             self.register_parameter("bias", None)
         self.reset_parameters()
+        _place(self, device)
 
     def reset_parameters(self):
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
@@ -52,7 +60,8 @@ class Linear(Module):
 
 
 class Bilinear(Module):
-    def __init__(self, in1_features, in2_features, out_features, bias=True, dtype=None):
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None,
+                 dtype=None):
         super().__init__()
         self.in1_features, self.in2_features = in1_features, in2_features
         self.out_features = out_features
@@ -65,9 +74,14 @@ class Bilinear(Module):
         init.uniform_(self.weight, -bound, bound)
         if bias:
             init.uniform_(self.bias, -bound, bound)
+        _place(self, device)
 
     def forward(self, input1, input2):
         return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
 
 
 # -- activations -------------------------------------------------------------------------------------
@@ -92,7 +106,8 @@ def _activation(name, fn, doc, params=()):
         return fn(input, **{k: getattr(self, k) for k, _ in params})
 
     def extra_repr(self):
-        return ", ".join(f"{k}={getattr(self, k)}" for k, _ in params)
+        return ", ".join(f"{k}={getattr(self, k)!r}" if isinstance(getattr(self, k), str)
+                         else f"{k}={getattr(self, k)}" for k, _ in params)
 
     return type(name, (Module,), {"__init__": __init__, "forward": forward,
                                    "extra_repr": extra_repr, "__doc__": doc})
@@ -150,6 +165,9 @@ class Unflatten(Module):
         shape = tuple(input.shape[:d]) + self.unflattened_size + tuple(input.shape[d + 1:])
         return input.reshape(*shape)
 
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
 
 class Dropout(Module):
     def __init__(self, p=0.5, inplace=False):
@@ -175,6 +193,8 @@ class Embedding(Module):
                  _freeze=False, device=None, dtype=None):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         if padding_idx is not None and padding_idx < 0:
             padding_idx += num_embeddings
         self.padding_idx = padding_idx
@@ -184,6 +204,7 @@ class Embedding(Module):
             self.reset_parameters()
         else:
             self.weight = Parameter(_weight, requires_grad=not _freeze)
+        _place(self, device)
 
     def reset_parameters(self):
         init.normal_(self.weight)
@@ -197,11 +218,22 @@ class Embedding(Module):
                    _freeze=freeze)
 
     def forward(self, input):
-        return F.embedding(input, self.weight, self.padding_idx)
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm,
+                           self.scale_grad_by_freq, self.sparse)
 
     def extra_repr(self):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
-        return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq:
+            s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+        if self.sparse:
+            s += ", sparse=True"
+        return s
 
 
 class LayerNorm(Module):
@@ -223,46 +255,55 @@ class LayerNorm(Module):
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
+        _place(self, device)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}")
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
 
 
 class GroupNorm(Module):
-    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, dtype=None):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None,
+                 *, bias=True):
         super().__init__()
+        if num_channels % num_groups:
+            raise ValueError("num_channels must be divisible by num_groups")
         self.num_groups, self.num_channels, self.eps, self.affine = (
             num_groups, num_channels, eps, affine)
-        if affine:
-            self.weight = Parameter(lucid.ones(num_channels, dtype=dtype or lucid.float32))
-            self.bias = Parameter(lucid.zeros(num_channels, dtype=dtype or lucid.float32))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        self.weight = (Parameter(lucid.ones(num_channels, dtype=dtype or lucid.float32))
+                       if affine else None)
+        self.bias = (Parameter(lucid.zeros(num_channels, dtype=dtype or lucid.float32))
+                     if affine and bias else None)
+        for name in ("weight", "bias"):
+            if getattr(self, name) is None:
+                self.register_parameter(name, None)
+        _place(self, device)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
 
 
 class _BatchNorm(Module):
     _expected_dims = ()
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
-                 track_running_stats=True, device=None, dtype=None):
+                 track_running_stats=True, device=None, dtype=None, *, bias=True):
         super().__init__()
         dt = dtype or lucid.float32
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(lucid.ones(num_features, dtype=dt))
-            self.bias = Parameter(lucid.zeros(num_features, dtype=dt))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        self.weight = Parameter(lucid.ones(num_features, dtype=dt)) if affine else None
+        self.bias = Parameter(lucid.zeros(num_features, dtype=dt)) if affine and bias else None
+        for name in ("weight", "bias"):
+            if getattr(self, name) is None:
+                self.register_parameter(name, None)
         if track_running_stats:
             self.register_buffer("running_mean", lucid.zeros(num_features, dtype=dt))
             self.register_buffer("running_var", lucid.ones(num_features, dtype=dt))
@@ -271,12 +312,13 @@ class _BatchNorm(Module):
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
+        _place(self, device)
 
     def reset_running_stats(self):
         if self.track_running_stats:
             init.zeros_(self.running_mean)
             init.ones_(self.running_var)
-            self.num_batches_tracked.detach().numpy()[...] = 0
+            init.zeros_(self.num_batches_tracked)
 
     def forward(self, input):
         if input.ndim not in self._expected_dims:
@@ -285,7 +327,8 @@ class _BatchNorm(Module):
                              f"{input.ndim}-d")
         momentum = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
-            self.num_batches_tracked.detach().numpy()[...] += 1
+            with lucid.no_grad():
+                self.num_batches_tracked.add_(1)
             if self.momentum is None:  # cumulative moving average
                 momentum = 1.0 / float(self.num_batches_tracked.item())
         use_batch = self.training or not self.track_running_stats
@@ -295,7 +338,8 @@ class _BatchNorm(Module):
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):
@@ -344,6 +388,7 @@ class _ConvNd(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
+        _place(self, device)
 
     def reset_parameters(self):
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
@@ -368,10 +413,14 @@ class _ConvNd(Module):
             s += f", padding={self.padding}"
         if self.dilation != (1,) * self._nd:
             s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * self._nd:
+            s += f", output_padding={self.output_padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
         return s
 
 
@@ -481,8 +530,19 @@ class Upsample(Module):
     def forward(self, input):
         return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners)
 
+    def extra_repr(self):
+        if self.scale_factor is not None:
+            sf = self.scale_factor
+            sf = tuple(float(f) for f in sf) if isinstance(sf, (tuple, list)) else float(sf)
+            return f"scale_factor={sf!r}, mode={self.mode!r}"
+        return f"size={self.size!r}, mode={self.mode!r}"
+
 
 # -- attention -----------------------------------------------------------------------------------------------------
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """The Linear of MultiheadAttention's output projection, named as torch names it."""
+
 
 class MultiheadAttention(Module):
     """torch.nn.MultiheadAttention (same parameter names and init; kdim = vdim = embed_dim)."""
@@ -504,11 +564,13 @@ class MultiheadAttention(Module):
             self.in_proj_bias = Parameter(_empty(3 * embed_dim, dtype=dtype))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias,
+                                                        dtype=dtype)
         init.xavier_uniform_(self.in_proj_weight)
         if bias:
             init.zeros_(self.in_proj_bias)
             init.zeros_(self.out_proj.bias)
+        _place(self, device)
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
                 attn_mask=None, average_attn_weights=True, is_causal=False):

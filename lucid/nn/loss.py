@@ -11,9 +11,6 @@ class _Loss(Module):
             raise ValueError(f"{reduction!r} is not a valid value for reduction")
         self.reduction = reduction
 
-    def extra_repr(self):
-        return "" if self.reduction == "mean" else f"reduction={self.reduction!r}"
-
 
 class _WeightedLoss(_Loss):
     def __init__(self, weight=None, reduction="mean"):

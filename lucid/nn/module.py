@@ -5,16 +5,20 @@ Attributes that are Parameters, Modules or buffers are registered on assignment
 """
 from collections import OrderedDict
 
+import numpy as np
+
 import lucid
+from lucid._core.core import LucidError, ShapeError, _assign_, _bump_version
 from lucid.nn.parameter import Parameter
 
 
+class StateDictKeyError(LucidError, KeyError):
+    """Missing or unexpected keys in a strict ``load_state_dict``: a KeyError, and a
+    RuntimeError as torch raises."""
 
-def _bump_version(t):
-    """Mark ``t`` as modified in place (its values were written through NumPy): an
-    in-place op on an empty view bumps the version counter shared with ``t`` and
-    touches no element."""
-    t.detach().reshape(-1)[:0].mul_(1)
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
+
 
 class _IncompatibleKeys(tuple):
     """(missing_keys, unexpected_keys), as ``load_state_dict`` returns them."""
@@ -210,7 +214,8 @@ class Module:
             if set_to_none:
                 p.grad = None
             else:
-                p.grad = lucid.zeros_like(p.grad, dtype=p.grad.dtype)
+                with lucid.no_grad():
+                    p.grad.zero_()
 
     def apply(self, fn):
         for m in self.children():
@@ -220,14 +225,21 @@ class Module:
 
     # -- dtype (and device) --------------------------------------------------------
     def _apply_tensors(self, fn):
+        """Convert parameters in place (``p.data = fn(p)``: the same Parameter objects, so
+        optimizers built before still hold them), their gradients likewise, and buffers
+        (replaced, as torch does). ``fn`` returns its argument when nothing changes."""
         for m in self.modules():
-            for name, p in list(m._parameters.items()):
+            for p in m._parameters.values():
                 if p is None:
                     continue
-                new = fn(p.detach())
-                if new is not p.detach():
-                    np_ = Parameter(new, requires_grad=p.requires_grad)
-                    m._parameters[name] = np_
+                new = fn(p)
+                if new is not p:
+                    p.data = new.detach()
+                g = p.grad
+                if g is not None:
+                    new = fn(g)
+                    if new is not g:
+                        p.grad = new
             for name, b in list(m._buffers.items()):
                 if b is not None:
                     m._buffers[name] = fn(b)
@@ -235,26 +247,31 @@ class Module:
 
     def to(self, *args, **kwargs):
         """``to(dtype)``, ``to(device)``, ``to(device, dtype)``: converts the floating
-        parameters and buffers (new Parameter objects: build optimizers afterwards)."""
+        parameters (in place, as torch: the same Parameter objects) and buffers."""
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
         for a in args:
             if isinstance(a, lucid.DType):
                 dtype = a
             else:
                 device = a
-        if device is not None:
-            device = lucid.device(device)
-            self._apply_tensors(lambda t: t.to(device))
         if dtype is not None:
             dtype = lucid.DType(dtype) if not isinstance(dtype, lucid.DType) else dtype
             if not dtype.is_floating_point:
                 raise TypeError(f"Module.to() only accepts floating dtypes, got {dtype}")
+        if device is not None:
+            device = lucid.device(device)
 
-            def cast(t):
-                return t.to(dtype) if t.is_floating_point() and t.dtype != dtype else t
-            self._apply_tensors(cast)
-        return self
+        def convert(t):
+            with lucid.no_grad():
+                if device is not None and t.device != device:
+                    t = t.to(device)
+                if dtype is not None and t.is_floating_point() and t.dtype != dtype:
+                    t = t.to(dtype)
+            return t
+        return self._apply_tensors(convert)
 
     def float(self):
         return self.to(lucid.float32)
@@ -262,12 +279,17 @@ class Module:
     def double(self):
         return self.to(lucid.float64)
 
+    def half(self):
+        return self.to(lucid.float16)
+
+    def bfloat16(self):
+        return self.to(lucid.bfloat16)
+
     def cpu(self):
         return self.to("cpu")
 
     def gpu(self):
-        """Move the parameters and buffers to the gpu device (new Parameter objects:
-        build optimizers afterwards)."""
+        """Move the parameters (in place) and buffers to the gpu device."""
         return self.to("gpu")
 
     # -- state dicts ---------------------------------------------------------------
@@ -285,15 +307,21 @@ class Module:
         return out
 
     def load_state_dict(self, state_dict, strict=True):
-        """Copy values into this module's parameters and buffers (same shapes); with
-        ``strict``, missing or unexpected keys raise a KeyError naming them."""
+        """Copy values into this module's parameters and buffers (same shapes, cast to
+        their dtypes); with ``strict``, missing or unexpected keys raise a
+        StateDictKeyError (a KeyError and RuntimeError) naming them; a shape mismatch
+        raises a ShapeError (a ValueError and RuntimeError)."""
         own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
-            raise KeyError(
-                f"Error(s) in loading state_dict for {type(self).__name__}: "
-                f"missing keys {missing}, unexpected keys {unexpected}")
+            msg = [f"Error(s) in loading state_dict for {type(self).__name__}:"]
+            if missing:
+                msg.append("Missing key(s) in state_dict: " + ", ".join(map(repr, missing)))
+            if unexpected:
+                msg.append("Unexpected key(s) in state_dict: " +
+                           ", ".join(map(repr, unexpected)))
+            raise StateDictKeyError("\n\t".join(msg))
         errors = []
         for k, t in own.items():
             if k not in state_dict:
@@ -306,10 +334,13 @@ class Module:
                               f"{tuple(src_np.shape)}, the parameter in the current model has "
                               f"shape {dst.shape}")
                 continue
-            dst[...] = src_np
-            _bump_version(t)
+            if t.is_cuda:       # MLX arrays are immutable: the tensor gets a new one
+                _assign_(t, lucid.tensor(np.array(src_np), dtype=t.dtype, device=t.device))
+            else:
+                dst[...] = src_np
+                _bump_version(t)
         if errors:
-            raise ValueError("Error(s) in loading state_dict for "
+            raise ShapeError("Error(s) in loading state_dict for "
                              f"{type(self).__name__}:\n\t" + "\n\t".join(errors))
         return _IncompatibleKeys(missing, unexpected)
 

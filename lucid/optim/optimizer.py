@@ -16,7 +16,7 @@ from collections import defaultdict
 import numpy as np
 
 import lucid
-from lucid._core.core import _assign_
+from lucid._core.core import _assign_, _bump_version
 
 try:
     from lucid.optim import _fused
@@ -25,13 +25,6 @@ except ImportError as e:  # no silent pure-Python fallback
         f"lucid.optim's fused kernels (lucid.optim._fused) could not be imported: {e}.\n"
         "Build them with `pip install .` or `python setup.py build_ext --inplace`.") from e
 
-
-
-def _bump_version(t):
-    """Mark ``t`` as modified in place (its values were written through NumPy): an
-    in-place op on an empty view bumps the version counter shared with ``t`` and
-    touches no element."""
-    t.detach().reshape(-1)[:0].mul_(1)
 
 class _RequiredParameter:
     def __repr__(self):
@@ -42,18 +35,29 @@ required = _RequiredParameter()
 
 
 def _flat(t):
-    """A writable flat C-contiguous view of a tensor's storage."""
-    a = t.detach().numpy()
+    """A writable flat C-contiguous view of a cpu tensor's storage."""
+    a = t.numpy(force=True)
     if not a.flags.c_contiguous:
         raise ValueError("lucid.optim needs contiguous parameters and gradients")
     return a.reshape(-1)
 
 
 def _flat_grad(g, dtype):
-    a = g.detach().numpy()
+    a = g.numpy(force=True)
     if a.dtype != dtype:
         a = a.astype(dtype)
     return np.ascontiguousarray(a).reshape(-1)
+
+
+def _flat_state(state, key, pa):
+    """state[key]'s flat storage in the parameter's dtype (state made before a
+    ``Module.to(dtype)`` is converted once)."""
+    t = state[key]
+    a = t.numpy(force=True)
+    if a.dtype != pa.dtype:
+        t = state[key] = lucid.from_numpy(a.astype(pa.dtype))
+        a = t.numpy()
+    return a.reshape(-1)
 
 
 class Optimizer:
@@ -160,26 +164,24 @@ class Optimizer:
                 if k != "params":
                     mine[k] = copy.deepcopy(v)
 
-    def _params_with_grad(self, group):
-        for p in group["params"]:
-            if p.grad is not None:
-                yield p
-
     def step(self, closure=None):
         loss = None
         if closure is not None:
             with lucid.enable_grad():
                 loss = closure()
         on_gpu = []
-        with lucid.no_grad():
-            for group in self.param_groups:
-                for p in self._params_with_grad(group):
-                    if p.device == "gpu":
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if p.is_cuda:
+                    with lucid.no_grad():
                         on_gpu += self._step_gpu(p, self.state[p], group)
-                        continue
-                    pa = _flat(p)
-                    self._update(p, pa, _flat_grad(p.grad, pa.dtype), self.state[p], group)
-                    _bump_version(p)
+                    continue
+                pa = _flat(p)
+                self._update(p, pa, _flat_grad(g, pa.dtype), self.state[p], group)
+                _bump_version(p)
         if on_gpu:           # one MLX evaluation for the whole step
             lucid.eval(*on_gpu)
         return loss
@@ -207,8 +209,10 @@ def _zeros_state(p):
 
 
 def _next_step(state):
-    state["step"].detach().numpy()[...] += 1
-    return float(state["step"].item())
+    """Add one to the state's step count (a float32 tensor, as torch keeps it)."""
+    a = state["step"].numpy(force=True)
+    a += 1
+    return float(a)
 
 
 _EMPTY = {np.dtype(np.float32): np.empty(0, np.float32),
@@ -240,7 +244,7 @@ class SGD(Optimizer):
             if state.get("momentum_buffer") is None:
                 state["momentum_buffer"] = _zeros_state(p)
                 first = True
-            buf = _flat(state["momentum_buffer"])
+            buf = _flat_state(state, "momentum_buffer", pa)
         else:
             buf = _EMPTY[pa.dtype]
         _fused.sgd(pa, ga, buf, group["lr"], group["weight_decay"], mom, group["dampening"],
@@ -288,15 +292,14 @@ class Adam(Optimizer):
             state["exp_avg_sq"] = _zeros_state(p)
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = _zeros_state(p)
-        step_arr = state["step"].detach().numpy()
-        step_arr[...] += 1
-        step = int(step_arr)
+        step = int(_next_step(state))
         ams = group["amsgrad"]
         if ams and "max_exp_avg_sq" not in state:
             state["max_exp_avg_sq"] = _zeros_state(p)
-        vmax = _flat(state["max_exp_avg_sq"]) if ams else _EMPTY[pa.dtype]
+        vmax = _flat_state(state, "max_exp_avg_sq", pa) if ams else _EMPTY[pa.dtype]
         beta1, beta2 = group["betas"]
-        _fused.adam(pa, ga, _flat(state["exp_avg"]), _flat(state["exp_avg_sq"]), vmax,
+        _fused.adam(pa, ga, _flat_state(state, "exp_avg", pa),
+                    _flat_state(state, "exp_avg_sq", pa), vmax,
                     group["lr"], beta1, beta2, group["eps"], group["weight_decay"],
                     self._decoupled, step, ams, group["maximize"])
 
@@ -347,11 +350,11 @@ class RMSprop(Optimizer):
                 state["momentum_buffer"] = _zeros_state(p)
             if group["centered"]:
                 state["grad_avg"] = _zeros_state(p)
-        state["step"].detach().numpy()[...] += 1
+        _next_step(state)
         e = _EMPTY[pa.dtype]
-        gavg = _flat(state["grad_avg"]) if group["centered"] else e
-        buf = _flat(state["momentum_buffer"]) if group["momentum"] > 0 else e
-        _fused.rmsprop(pa, ga, _flat(state["square_avg"]), gavg, buf, group["lr"],
+        gavg = _flat_state(state, "grad_avg", pa) if group["centered"] else e
+        buf = _flat_state(state, "momentum_buffer", pa) if group["momentum"] > 0 else e
+        _fused.rmsprop(pa, ga, _flat_state(state, "square_avg", pa), gavg, buf, group["lr"],
                        group["alpha"], group["eps"], group["weight_decay"], group["momentum"],
                        group["centered"], group["maximize"])
 
@@ -393,10 +396,9 @@ class Adagrad(Optimizer):
                                        dtype=p.dtype)
 
     def _update(self, p, pa, ga, state, group):
-        state["step"].detach().numpy()[...] += 1
-        step = float(state["step"].item())
+        step = _next_step(state)
         clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
-        _fused.adagrad(pa, ga, _flat(state["sum"]), clr, group["eps"], group["weight_decay"],
+        _fused.adagrad(pa, ga, _flat_state(state, "sum", pa), clr, group["eps"], group["weight_decay"],
                        group["maximize"])
 
     def _update_gpu(self, p, g, state, group):

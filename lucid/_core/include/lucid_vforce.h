@@ -108,6 +108,33 @@ void lucid_red_piece(void *plan, ptrdiff_t piece);
 void lucid_red_step(lucid_red_plan *p);      /* after a phase: combine, next phase */
 void lucid_red_free(lucid_red_plan *p);
 
+/* Cross entropy over the class dim of logits seen as (N, C, I) (C classes, N*I
+ * positions), fused with its gradient. Each position has target weights a[0:C] --
+ * a class index k: (1 - ls) w[k] at k plus ls/C w[j] at every j; probabilities q:
+ * w[j] ((1 - ls) q[j] + ls/C) -- and A = sum(a); then
+ *     loss = A logsumexp(x) - sum(a x),   d loss / d x = A softmax(x) - a.
+ * Positions whose index is ignore_index get 0. Positions are split into npieces
+ * pieces fixed by the shape, and a position's results depend on its values only. */
+typedef struct {
+    int dbl;                /* 1: double, 0: float */
+    const void *x;          /* logits, C-contiguous */
+    const int64_t *target;  /* N*I class indices, or NULL (then prob) */
+    const void *prob;       /* class probabilities laid out as x, or NULL */
+    const void *weight;     /* C class weights, or NULL */
+    ptrdiff_t n, c, inner;
+    int64_t ignore_index;
+    double smoothing;
+    void *loss;             /* N*I losses, x's type */
+    double *denom;          /* N*I target weights (index targets; 0 where ignored), or NULL */
+    void *grad;             /* d loss[position] / d x, laid out as x, or NULL */
+    /* set by lucid_xent_setup; bad / oom are raised by the pieces */
+    ptrdiff_t npieces, per;
+    double wsum;
+    int bad, oom;
+} lucid_xent_plan;
+void lucid_xent_setup(lucid_xent_plan *p);
+void lucid_xent_piece(void *plan, ptrdiff_t piece);
+
 /* Fill y[0:n] with v. */
 void lucid_fillf(float *y, float v, ptrdiff_t n);
 void lucid_fill(double *y, double v, ptrdiff_t n);

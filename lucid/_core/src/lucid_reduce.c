@@ -141,6 +141,27 @@ void lucid_red_step(lucid_red_plan *p)
     else lr_stepf(p);
 }
 
+void lucid_xent_setup(lucid_xent_plan *p)
+{
+    ptrdiff_t P = p->n * p->inner;
+    p->per = p->c >= LR_ROWS_PIECE ? 1 : LR_ROWS_PIECE / (p->c > 0 ? p->c : 1);
+    p->npieces = (P + p->per - 1) / p->per;
+    p->bad = p->oom = 0;
+    p->wsum = (double)p->c;
+    if (p->weight) {
+        p->wsum = 0;
+        for (ptrdiff_t j = 0; j < p->c; j++)
+            p->wsum += p->dbl ? ((const double *)p->weight)[j] : ((const float *)p->weight)[j];
+    }
+}
+
+void lucid_xent_piece(void *plan, ptrdiff_t piece)
+{
+    lucid_xent_plan *p = (lucid_xent_plan *)plan;
+    if (p->dbl) lr_xent_piece(p, piece);
+    else lr_xent_piecef(p, piece);
+}
+
 void lucid_red_free(lucid_red_plan *p)
 {
     free(p->part);

@@ -394,5 +394,152 @@ static void LR(step)(lucid_red_plan *p)
     p->phase++;
 }
 
+/* ---- cross entropy fused with its gradient (lucid_xent_plan) ------------- */
+
+/* e = exp(x - m) over x[0:n]; returns sum(e). Every element goes through the same
+ * vector body (the last partial block is padded) and is added to a fixed lane, so
+ * the sum depends on the values only. */
+LV_CLONES static double LR(xexp)(const T *x, T *e, ptrdiff_t n, T m)
+{
+    double acc[LV_BLOCK] = {0};
+    ptrdiff_t nfull = n - n % LV_BLOCK;
+    for (ptrdiff_t i = 0; i < nfull; i += LV_BLOCK) {
+        _Pragma("omp simd")
+        for (int l = 0; l < LV_BLOCK; l++) {
+            T v = EXPT(x[i + l] - m);
+            e[i + l] = v;
+            acc[l] += v;
+        }
+    }
+    if (nfull < n) {
+        int rest = (int)(n - nfull);
+        T xb[LV_BLOCK], eb[LV_BLOCK];
+        for (int l = 0; l < LV_BLOCK; l++) xb[l] = l < rest ? x[nfull + l] : m;
+        _Pragma("omp simd")
+        for (int l = 0; l < LV_BLOCK; l++) eb[l] = EXPT(xb[l] - m);
+        for (int l = 0; l < rest; l++) {
+            e[nfull + l] = eb[l];
+            acc[l] += eb[l];
+        }
+    }
+    for (int h = LV_BLOCK / 2; h >= 1; h /= 2)
+        for (int l = 0; l < h; l++) acc[l] += acc[l + h];
+    return acc[0];
+}
+
+/* sum(w (x - m)) over x[0:n] (w == NULL: weights 1), lanes as in xexp. */
+LV_CLONES static double LR(wdot)(const T *w, const T *x, ptrdiff_t n, T m)
+{
+    double acc[LV_BLOCK] = {0};
+    ptrdiff_t i = 0;
+    for (; i + LV_BLOCK <= n; i += LV_BLOCK) {
+        _Pragma("omp simd")
+        for (int l = 0; l < LV_BLOCK; l++)
+            acc[l] += (w ? (double)w[i + l] : 1.0) * (double)(x[i + l] - m);
+    }
+    for (int l = 0; i + l < n; l++) acc[l] += (w ? (double)w[i + l] : 1.0) * (double)(x[i + l] - m);
+    for (int h = LV_BLOCK / 2; h >= 1; h /= 2)
+        for (int l = 0; l < h; l++) acc[l] += acc[l + h];
+    return acc[0];
+}
+
+/* One position: logits x[0:C], probabilities q (or NULL: class index k), e[0:C]
+ * scratch that ends up holding the gradient when want_grad. Returns the loss;
+ * *den gets the target's weight (index targets). */
+LV_CLONES static double LR(xent_row)(const lucid_xent_plan *p, const T *x, const T *q,
+                                     int64_t k, T *e, int want_grad, double *den)
+{
+    ptrdiff_t C = p->c;
+    const T *w = (const T *)p->weight;
+    double ls = p->smoothing, u = ls / (double)C;
+    T m = LR(maxrun)(x, C, NULL);
+    double s = LR(xexp)(x, e, C, m);
+    double A, ax;
+    if (q == NULL) {
+        double wk = w ? (double)w[k] : 1.0;
+        A = (1.0 - ls) * wk;
+        ax = A * (double)(x[k] - m);
+        if (ls > 0) {
+            A += u * p->wsum;
+            ax += u * LR(wdot)(w, x, C, m);
+        }
+        *den = wk;
+        if (want_grad) {
+            double f = A / s, ek = (double)e[k];
+            _Pragma("omp simd")
+            for (ptrdiff_t j = 0; j < C; j++)
+                e[j] = (T)((double)e[j] * f - u * (w ? (double)w[j] : 1.0));
+            e[k] = (T)(ek * f - u * wk - (1.0 - ls) * wk);
+        }
+    } else {
+        double acc[LV_BLOCK] = {0}, accx[LV_BLOCK] = {0};
+        for (ptrdiff_t j = 0; j < C; j++) {
+            double a = (w ? (double)w[j] : 1.0) * ((1.0 - ls) * (double)q[j] + u);
+            acc[j % LV_BLOCK] += a;
+            accx[j % LV_BLOCK] += a * (double)(x[j] - m);
+        }
+        for (int h = LV_BLOCK / 2; h >= 1; h /= 2)
+            for (int l = 0; l < h; l++) { acc[l] += acc[l + h]; accx[l] += accx[l + h]; }
+        A = acc[0];
+        ax = accx[0];
+        *den = 1.0;
+        if (want_grad) {
+            double f = A / s;
+            _Pragma("omp simd")
+            for (ptrdiff_t j = 0; j < C; j++)
+                e[j] = (T)((double)e[j] * f
+                           - (w ? (double)w[j] : 1.0) * ((1.0 - ls) * (double)q[j] + u));
+        }
+    }
+    return A * log(s) - ax;
+}
+
+#define LR_XENT_STACK 256    /* classes gathered on the stack; more are malloc'ed */
+
+static void LR(xent_piece)(lucid_xent_plan *p, ptrdiff_t piece)
+{
+    ptrdiff_t C = p->c, I = p->inner, P = p->n * I;
+    ptrdiff_t r0 = piece * p->per, r1 = r0 + p->per < P ? r0 + p->per : P;
+    const T *X = (const T *)p->x, *Q = (const T *)p->prob;
+    T *G = (T *)p->grad, *loss = (T *)p->loss;
+    T stack[3 * LR_XENT_STACK];
+    T *buf = stack;
+    if (C > LR_XENT_STACK) {
+        buf = malloc(sizeof(T) * 3 * (size_t)C);
+        if (!buf) {
+            __atomic_store_n(&p->oom, 1, __ATOMIC_RELAXED);
+            return;
+        }
+    }
+    T *xs = buf, *qs = buf + C, *es = buf + 2 * C;
+    for (ptrdiff_t pos = r0; pos < r1; pos++) {
+        ptrdiff_t base = (pos / I) * C * I + pos % I;
+        int64_t k = -1;
+        double den = 0;
+        if (p->target) {
+            k = p->target[pos];
+            if (k == p->ignore_index || k < 0 || k >= C) {
+                if (k != p->ignore_index) __atomic_store_n(&p->bad, 1, __ATOMIC_RELAXED);
+                loss[pos] = 0;
+                if (p->denom) p->denom[pos] = 0;
+                if (G) for (ptrdiff_t j = 0; j < C; j++) G[base + j * I] = 0;
+                continue;
+            }
+        }
+        const T *xr = X + base, *qr = Q ? Q + base : NULL;
+        T *er = G && I == 1 ? G + base : es;
+        if (I > 1) {
+            for (ptrdiff_t j = 0; j < C; j++) xs[j] = X[base + j * I];
+            if (Q) for (ptrdiff_t j = 0; j < C; j++) qs[j] = Q[base + j * I];
+            xr = xs;
+            qr = Q ? qs : NULL;
+        }
+        loss[pos] = (T)LR(xent_row)(p, xr, qr, k, er, G != NULL, &den);
+        if (p->denom) p->denom[pos] = den;
+        if (G && I > 1) for (ptrdiff_t j = 0; j < C; j++) G[base + j * I] = er[j];
+    }
+    if (buf != stack) free(buf);
+}
+
 #undef LR_EXT_BODY
 #undef LR_COLEXT_BODY
