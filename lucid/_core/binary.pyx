@@ -34,6 +34,8 @@ cdef extern from "lucid_half.h" nogil:
     void lucid_half_binary_scalar(int kind, int op, unsigned short *z, const unsigned short *x,
                                   float s, int s_first, Py_ssize_t n)
     void lucid_f32_to_half(int kind, unsigned short *y, const float *x, Py_ssize_t n)
+    void lucid_f64_to_half(int kind, unsigned short *y, const double *x, Py_ssize_t n)
+    void lucid_half_to_f32(int kind, float *y, const unsigned short *x, Py_ssize_t n)
 
 
 cdef inline bint _is_half_num(int num) noexcept:
@@ -839,14 +841,23 @@ cdef bint _half_inplace(Tensor self, object other, int op) except -1:
     elif type(other) is float or type(other) is int:
         # as dispatch_binary: the number takes the half dtype first, then float32 math
         try:
-            with np.errstate(over="ignore"):
-                o = np.asarray(float(dt.numpy_dtype.type(other)), np.float32)
-        except OverflowError:
+            o = np.asarray(_as_half_value(dt, float(other)), np.float32)
+        except OverflowError:           # an int beyond float64
             return False
     else:
         return False
     cdef BinaryCPU k = <BinaryCPU>(<OpSchema>_IP_SCHEMAS[op]).cpu
     return k._run_half(d, o, dt, None, d) is not None
+
+
+cdef float _as_half_value(DType dt, double v) noexcept:
+    """v rounded once to dt (float16 / bfloat16), as a float32 (exact)."""
+    cdef unsigned short h
+    cdef float f
+    cdef int kind = LH_F16 if dt.typenum == cnp.NPY_FLOAT16 else LH_BF16
+    lucid_f64_to_half(kind, &h, &v, 1)
+    lucid_half_to_f32(kind, &f, &h, 1)
+    return f
 
 
 cdef void _round_into(cnp.ndarray dst, cnp.ndarray src) except *:

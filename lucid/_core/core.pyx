@@ -1929,11 +1929,10 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
     if _is_half_code(code) and s.node is not None:
         # As PyTorch, a Python scalar takes the half result dtype first (3.4e38 is inf in
         # float16); the arithmetic is then done in float32 and rounded once.
-        with np.errstate(over="ignore"):
-            if ta is None:
-                sa = float(dt.numpy_dtype.type(sa))
-            if tb is None:
-                sb = float(dt.numpy_dtype.type(sb))
+        if ta is None:
+            sa = _half_scalar(dt, sa)
+        if tb is None:
+            sb = _half_scalar(dt, sb)
     # A half_native kernel does this itself, block by block, without copies, when the
     # tensor operands are already in the result dtype (scalars are passed as float32).
     cdef bint native = (_is_half_code(code) and s.node is not None and s.cpu.half_native
@@ -2192,6 +2191,18 @@ cdef cnp.ndarray _to_half(cnp.ndarray a):
 
 cdef inline int _half_kind(int num) noexcept:
     return LH_F16 if num == cnp.NPY_FLOAT16 else (LH_BF16 if num == _BF16_NUM else -1)
+
+
+cdef double _half_scalar(DType dt, object v) except? -1:
+    """A Python number rounded once to the half dtype dt (NumPy's / ml_dtypes' dt(v),
+    overflow to inf), as a float; no NumPy call (and no errstate) on this hot path."""
+    cdef double d = float(v)
+    cdef unsigned short h
+    cdef float f
+    cdef int kind = _half_kind(dt.typenum)
+    lucid_f64_to_half(kind, &h, &d, 1)
+    lucid_half_to_f32(kind, &f, &h, 1)
+    return f
 
 
 cdef cnp.ndarray _half_to_f32(cnp.ndarray a):
