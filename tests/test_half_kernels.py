@@ -271,6 +271,17 @@ def test_in_place_keeps_torch_semantics(torch, dtname):
     x[1:] += x[:-1]                                        # overlapping view
     want = (before[1:].astype(np.float32) + before[:-1].astype(np.float32)).astype(NP_HALF[dtname])
     _assert_bits(x.numpy()[1:], want, "overlap")
+    for k in (0, 7):                                       # one element of self, broadcast
+        x = lucid.tensor(a).to(getattr(lucid, dtname))
+        before = x.numpy().copy()
+        x += x[k]
+        _assert_bits(x.numpy(), _reference("add", before, before[k], dtname), f"x += x[{k}]")
+    x = lucid.tensor(a[:500]).to(getattr(lucid, dtname))
+    y = lucid.tensor(b).to(getattr(lucid, dtname))
+    x *= y[::2]                                            # a strided operand
+    want = _reference("mul", lucid.tensor(a[:500]).to(getattr(lucid, dtname)).numpy(),
+                      y.numpy()[::2], dtname)
+    _assert_bits(x.numpy(), want, "strided other")
     with pytest.raises(lucid.ShapeError):
         y = lucid.ones(3, dtype=getattr(lucid, dtname))
         y += lucid.ones(1, 3, dtype=getattr(lucid, dtname))

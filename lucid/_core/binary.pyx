@@ -34,8 +34,6 @@ cdef extern from "lucid_half.h" nogil:
     void lucid_half_binary_scalar(int kind, int op, unsigned short *z, const unsigned short *x,
                                   float s, int s_first, Py_ssize_t n)
     void lucid_f32_to_half(int kind, unsigned short *y, const float *x, Py_ssize_t n)
-    void lucid_f64_to_half(int kind, unsigned short *y, const double *x, Py_ssize_t n)
-    void lucid_half_to_f32(int kind, float *y, const unsigned short *x, Py_ssize_t n)
 
 
 cdef inline bint _is_half_num(int num) noexcept:
@@ -822,6 +820,8 @@ cdef bint _half_inplace(Tensor self, object other, int op) except -1:
     cdef cnp.ndarray d = self._data, o
     cdef DType dt = self._dtype
     cdef Tensor t
+    cdef char *pa
+    cdef char *pd
     if not (cnp.PyArray_IS_C_CONTIGUOUS(d) and cnp.PyArray_ISALIGNED(d)
             and cnp.PyArray_ISWRITEABLE(d)):
         return False
@@ -831,33 +831,27 @@ cdef bint _half_inplace(Tensor self, object other, int op) except -1:
         if t._dtype is not dt or t._mx is not None or cnp.PyArray_TYPE(o) != dt.typenum \
                 or cnp.PyArray_NDIM(o) > cnp.PyArray_NDIM(d):
             return False
-        if cnp.PyArray_SIZE(o) != 1 and _shp(o) != _shp(d):
+        if not cnp.PyArray_IS_C_CONTIGUOUS(o) or (cnp.PyArray_SIZE(o) != 1
+                                                  and _shp(o) != _shp(d)):
             return False
         # other may be self (x += x) but not overlap it otherwise: the kernel reads each
-        # element of other only where it writes the same element of self
-        if not (cnp.PyArray_DATA(o) == cnp.PyArray_DATA(d) and _shp(o) == _shp(d)
-                and cnp.PyArray_IS_C_CONTIGUOUS(o)) and np.may_share_memory(o, d):
+        # element of other only where it writes the same element of self. Both are
+        # contiguous, so their bytes are two intervals.
+        pa, pd = cnp.PyArray_BYTES(o), cnp.PyArray_BYTES(d)
+        if pa != pd and pa < pd + cnp.PyArray_NBYTES(d) and pd < pa + cnp.PyArray_NBYTES(o):
+            return False
+        if pa == pd and cnp.PyArray_SIZE(o) != cnp.PyArray_SIZE(d):
             return False
     elif type(other) is float or type(other) is int:
         # as dispatch_binary: the number takes the half dtype first, then float32 math
         try:
-            o = np.asarray(_as_half_value(dt, float(other)), np.float32)
+            o = np.asarray(_half_scalar(dt, other), np.float32)
         except OverflowError:           # an int beyond float64
             return False
     else:
         return False
     cdef BinaryCPU k = <BinaryCPU>(<OpSchema>_IP_SCHEMAS[op]).cpu
     return k._run_half(d, o, dt, None, d) is not None
-
-
-cdef float _as_half_value(DType dt, double v) noexcept:
-    """v rounded once to dt (float16 / bfloat16), as a float32 (exact)."""
-    cdef unsigned short h
-    cdef float f
-    cdef int kind = LH_F16 if dt.typenum == cnp.NPY_FLOAT16 else LH_BF16
-    lucid_f64_to_half(kind, &h, &v, 1)
-    lucid_half_to_f32(kind, &f, &h, 1)
-    return f
 
 
 cdef void _round_into(cnp.ndarray dst, cnp.ndarray src) except *:
