@@ -26,8 +26,9 @@
  * Native float16 arithmetic (AVX512-FP16 vaddph / vsubph / vmulph / vdivph) gives the
  * same bits as float32 arithmetic rounded once to float16: float32's 24 bits are at
  * least 2 * 11 + 2, so the second rounding is innocuous for +, -, * and / (checked
- * exhaustively over all 2**32 operand pairs; only the payload of a nan from two nan
- * operands may differ, which no IEEE rule fixes). It is used when the CPU has it.
+ * over all 2**32 operand pairs by tools/half_native_exhaustive.c; only the payload of
+ * a nan from two nan operands may differ, which no IEEE rule fixes). It is used for
+ * add, sub and mul when the CPU has it.
  *
  * LUCID_HALF_ISA=c|f16c|avx512|avx512fp16 in the environment caps the instructions
  * chosen (read once, at the first half kernel; tests run every path through it).
