@@ -8,9 +8,12 @@ directly as "half time / float32 time". Targets (issue 11): lucid_f16 and lucid_
 <= 1.2 at 1e5, < 1 at 1e7 (memory bound: half reads and writes half the bytes).
 
 Ops: Promote element-wise ops, which stay in the half dtype (tanh, sin, gelu, relu,
-add, mul); the ForceFP32 ones (exp, log, ...) return float32 by policy. One thread
-for both libraries. Nothing here asserts on time; every body first checks that the
-result is the float32 result rounded to the half type within one half ULP.
+add, sub, mul, div, and add_ in place); the ForceFP32 ones (exp, log, ...) return
+float32 by policy. One thread for both libraries, except the ``-t2`` groups (add at
+1e7 on two threads). ``half-from_float64-*``: a float64 tensor converted to float32
+(the baseline), float16 and bfloat16, against NumPy's astype and torch's ``.to``.
+Nothing here asserts on time; every body first checks that the result is the float32
+result rounded to the half type within one half ULP.
 
     python -m pytest bench/test_half_bench.py --benchmark-only -q
 """
@@ -40,7 +43,11 @@ OPS = {   # name: (arity, lucid call, torch call, numpy float32 reference)
     "relu": (1, lambda x: lucid.relu(x), lambda x: torch.relu(x),
              lambda x: np.maximum(x, np.float32(0))),
     "add": (2, lambda x, y: x + y, lambda x, y: x + y, np.add),
+    "sub": (2, lambda x, y: x - y, lambda x, y: x - y, np.subtract),
     "mul": (2, lambda x, y: x * y, lambda x, y: x * y, np.multiply),
+    "div": (2, lambda x, y: x / y, lambda x, y: x / y, np.divide),
+    # in place: x drifts by +-3 per call, far from overflow in any run's call count
+    "add_": (2, lambda x, y: x.add_(y), lambda x, y: x.add_(y), np.add),
 }
 PEERS = ["lucid", "lucid_f16", "lucid_bf16", "torch_f32", "torch_f16", "torch_bf16"]
 _DT = {"lucid": "float32", "lucid_f16": "float16", "lucid_bf16": "bfloat16",
@@ -51,10 +58,13 @@ def _np_dtype(name):
     return ml_dtypes.bfloat16 if name == "bfloat16" else np.dtype(name)
 
 
-def _inputs(size, arity, dtname):
+def _inputs(size, arity, dtname, op=""):
     rng = np.random.default_rng(size)
-    return [rng.uniform(-3, 3, size).astype(np.float32).astype(_np_dtype(dtname))
-            for _ in range(arity)]
+    xs = [rng.uniform(-3, 3, size).astype(np.float32).astype(_np_dtype(dtname))
+          for _ in range(arity)]
+    if op == "div":      # divisors away from 0
+        xs[1] = (np.abs(xs[1].astype(np.float32)) + 0.5).astype(_np_dtype(dtname))
+    return xs
 
 
 def _check(got, xs, ref, dtname):
@@ -75,27 +85,79 @@ def _check(got, xs, ref, dtname):
 @pytest.mark.parametrize("size", SIZES, ids=["1e5", "1e7"])
 @pytest.mark.parametrize("op", list(OPS))
 def test_half_elementwise(benchmark, op, size, peer_name):
+    _run_case(benchmark, op, size, peer_name, 1)
+
+
+@pytest.mark.parametrize("peer_name", PEERS)
+def test_half_elementwise_two_threads(benchmark, peer_name):
+    """add at 1e7 on two threads: the half kernels run on lucid's pool like float32."""
+    _run_case(benchmark, "add", 10_000_000, peer_name, 2)
+
+
+def _run_case(benchmark, op, size, peer_name, threads):
     arity, lfn, tfn, ref = OPS[op]
     dtname = _DT[peer_name]
-    xs = _inputs(size, arity, dtname)
+    xs = _inputs(size, arity, dtname, op)
     if peer_name.startswith("lucid"):
         if lucid is None:
             pytest.skip(_why)
-        set_threads(1)
-        args = [lucid.from_numpy(x) for x in xs]
+        set_threads(threads)
+        args = [lucid.tensor(x) for x in xs]      # (a copy: add_ writes into args[0])
         fn = lfn
         _check(fn(*args).numpy(), xs, ref, dtname)
     else:
         if torch is None:
             pytest.skip("torch is not installed")
-        set_threads(1)
+        set_threads(threads)
         tdt = getattr(torch, dtname)
         args = [torch.from_numpy(x.astype(np.float32)).to(tdt) for x in xs]
         fn = tfn
         _check(fn(*args).float().numpy().astype(_np_dtype(dtname)), xs, ref, dtname)
-    benchmark.group = f"half-{op}-{size:.0e}-t1".replace("+0", "")
-    benchmark.extra_info.update(peer=peer_name, op=op, size=size, dtype=dtname, threads=1)
+    benchmark.group = f"half-{op}-{size:.0e}-t{threads}".replace("+0", "")
+    benchmark.extra_info.update(peer=peer_name, op=op, size=size, dtype=dtname, threads=threads)
     benchmark(fn, *args)
+
+
+CONVERT_PEERS = ["lucid", "lucid_f16", "lucid_bf16", "numpy_f16", "numpy_bf16",
+                 "torch_f16", "torch_bf16"]
+
+
+@pytest.mark.parametrize("peer_name", CONVERT_PEERS)
+@pytest.mark.parametrize("size", SIZES, ids=["1e5", "1e7"])
+def test_half_from_float64(benchmark, size, peer_name):
+    """float64 -> half. lucid and NumPy / ml_dtypes round once from the float64 value
+    (checked bit for bit against NumPy's astype); torch goes through float32, which can
+    round twice, so its result is only checked to one half ULP."""
+    x = np.random.default_rng(size).uniform(-3, 3, size)
+    dtname = {"lucid": "float32"}.get(peer_name, "float16" if peer_name.endswith("f16")
+                                      else "bfloat16")
+    want = x.astype(_np_dtype(dtname))
+    if peer_name.startswith("lucid"):
+        if lucid is None:
+            pytest.skip(_why)
+        set_threads(1)
+        src, dt = lucid.from_numpy(x), getattr(lucid, dtname)
+        fn = lambda: src.to(dt)  # noqa: E731
+        got = fn().numpy()
+    elif peer_name.startswith("numpy"):
+        fn = lambda: x.astype(_np_dtype(dtname))  # noqa: E731
+        got = fn()
+    else:
+        if torch is None:
+            pytest.skip("torch is not installed")
+        set_threads(1)
+        src, tdt = torch.from_numpy(x), getattr(torch, dtname)
+        fn = lambda: src.to(tdt)  # noqa: E731
+        got = fn().float().numpy().astype(_np_dtype(dtname))
+    if peer_name.startswith("torch"):
+        _check(got, [x.astype(np.float32)], lambda v: v, dtname)
+    else:
+        assert np.array_equal(got.view(np.uint16 if dtname != "float32" else np.uint32),
+                              want.view(np.uint16 if dtname != "float32" else np.uint32))
+    benchmark.group = f"half-from_float64-{size:.0e}-t1".replace("+0", "")
+    benchmark.extra_info.update(peer=peer_name, op="from_float64", size=size, dtype=dtname,
+                                threads=1)
+    benchmark(fn)
 
 
 @pytest.mark.parametrize("dtname", ["float16", "bfloat16"])

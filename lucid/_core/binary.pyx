@@ -34,6 +34,7 @@ cdef extern from "lucid_half.h" nogil:
                            const unsigned short *b, int sb, Py_ssize_t n)
     void lucid_half_binary_scalar(int kind, int op, unsigned short *z, const unsigned short *x,
                                   float s, int s_first, Py_ssize_t n)
+    void lucid_f32_to_half(int kind, unsigned short *y, const float *x, Py_ssize_t n)
 
 
 cdef inline bint _is_half_num(int num) noexcept:
@@ -129,6 +130,50 @@ cdef void _bin_par(const BinaryKernels *k, int num, char *z, const char *a, cons
     j.sa = 0 if bc == LV_BC_A else isz
     j.sb = 0 if bc == LV_BC_B else isz
     _parallel_for(_bin_piece, &j, (n + j.per - 1) // j.per, nt)
+
+
+# float16 / bfloat16 add, sub, mul and div (lucid_half.c) on the pool, the same way: each
+# element is computed alone, so the pieces never change a result.
+cdef struct _HalfJob:
+    int kind, op, sa, sb, s_first
+    bint scalar                        # b (or a, s_first) is the float32 value s
+    float s
+    unsigned short *z
+    const unsigned short *a
+    const unsigned short *b
+    Py_ssize_t n, per
+
+
+cdef void _half_run(_HalfJob *j, Py_ssize_t start, Py_ssize_t m) noexcept nogil:
+    if j.scalar:
+        lucid_half_binary_scalar(j.kind, j.op, j.z + start, j.a + start, j.s, j.s_first, m)
+    else:
+        lucid_half_binary(j.kind, j.op, j.z + start, j.a + start * j.sa, j.sa,
+                          j.b + start * j.sb, j.sb, m)
+
+
+cdef void _half_piece(void *ctx, Py_ssize_t c) noexcept nogil:
+    cdef _HalfJob *j = <_HalfJob *>ctx
+    cdef Py_ssize_t start = c * j.per
+    _half_run(j, start, j.per if j.n - start > j.per else j.n - start)
+
+
+cdef void _half_par(_HalfJob *j) noexcept nogil:
+    cdef int nt = _threads_for(j.n)
+    if nt == 1:
+        _half_run(j, 0, j.n)
+        return
+    j.per = _piece_len(j.n, nt)
+    _parallel_for(_half_piece, j, (j.n + j.per - 1) // j.per, nt)
+
+
+cdef void _half_go(_HalfJob *j):
+    """Run j, without the GIL when it is large enough to pay for releasing it."""
+    if j.n < _NOGIL_MIN:
+        _half_run(j, 0, j.n)
+    else:
+        with nogil:
+            _half_par(j)
 
 
 cdef void _bgrad_run(const BinaryKernels *k, int num, char *ga, char *gb, const char *g,
@@ -346,35 +391,35 @@ cdef class BinaryCPU(Kernel):
             return self.ufunc(a, b)
 
 
-    cdef object _run_half(self, object a, object b, DType dt, object params):
+    cdef object _run_half(self, object a, object b, DType dt, object params,
+                          cnp.ndarray out=None):
         """float16 / bfloat16 operands (arrays or NumPy scalars of dt): computed in
         float32 and rounded once. add, sub, mul and div of contiguous operands (or one
-        single value) run fused, block by block (lucid_half_binary); the rest widen
-        both operands, run the float32 kernel and round its result."""
+        single value) run fused (lucid_half_binary), into ``out`` when given (then the
+        result is None if that path does not apply); the rest widen both operands, run
+        the float32 kernel and round its result."""
         cdef cnp.ndarray xa = a if type(a) is np.ndarray else np.asarray(a)
         cdef cnp.ndarray xb = b if type(b) is np.ndarray else np.asarray(b)
         cdef tuple shape
-        cdef int bc, kind = LH_F16 if dt.typenum == cnp.NPY_FLOAT16 else LH_BF16
-        cdef cnp.ndarray out, x
-        cdef Py_ssize_t n
-        cdef float sv
-        cdef bint s_first
+        cdef int bc
+        cdef _HalfJob j
         cdef bint fa = cnp.PyArray_TYPE(xa) == cnp.NPY_FLOAT, fb = cnp.PyArray_TYPE(xb) == cnp.NPY_FLOAT
+        cdef cnp.ndarray x
+        j.kind = LH_F16 if dt.typenum == cnp.NPY_FLOAT16 else LH_BF16
+        j.op = self.half_op
         if fa != fb:          # a half tensor and a float32 scalar (dispatch_binary's rule)
-            s_first = fa
             x = xb if fa else xa
             if (self.half_op >= 0 and (params is None or params == 1)
                     and cnp.PyArray_IS_C_CONTIGUOUS(x) and cnp.PyArray_ISALIGNED(x)
                     and cnp.PyArray_SIZE(xa if fa else xb) == 1
                     and cnp.PyArray_NDIM(xa if fa else xb) == 0):
-                sv = (xa if fa else xb).item()
-                out = _empty_like_arr(x, dt.typenum)
-                n = cnp.PyArray_SIZE(out)
-                with nogil:
-                    lucid_half_binary_scalar(kind, self.half_op,
-                                             <unsigned short *>cnp.PyArray_DATA(out),
-                                             <const unsigned short *>cnp.PyArray_DATA(x), sv,
-                                             s_first, n)
+                if out is None:
+                    out = _empty_like_arr(x, dt.typenum)
+                j.scalar, j.s_first, j.s = True, fa, (xa if fa else xb).item()
+                j.z = <unsigned short *>cnp.PyArray_DATA(out)
+                j.a = j.b = <const unsigned short *>cnp.PyArray_DATA(x)
+                j.n = cnp.PyArray_SIZE(out)
+                _half_go(&j)
                 return out
         elif self.half_op >= 0 and (params is None or params == 1) \
                 and cnp.PyArray_ISALIGNED(xa) and cnp.PyArray_ISALIGNED(xb):
@@ -384,20 +429,18 @@ cdef class BinaryCPU(Kernel):
                 raise ShapeError(f"shapes {_shp(xa)} and {_shp(xb)} do not broadcast: {e}") from None
             bc = _bc_mode(xa, xb, shape)
             if bc >= 0:
-                out = cnp.PyArray_EMPTY(len(shape), cnp.PyArray_DIMS(xa) if bc != LV_BC_A
-                                        else cnp.PyArray_DIMS(xb), dt.typenum, 0)
-                n = cnp.PyArray_SIZE(out)
-                if n < _NOGIL_MIN:
-                    lucid_half_binary(kind, self.half_op, <unsigned short *>cnp.PyArray_DATA(out),
-                                      <const unsigned short *>cnp.PyArray_DATA(xa), bc != LV_BC_A,
-                                      <const unsigned short *>cnp.PyArray_DATA(xb), bc != LV_BC_B, n)
-                else:
-                    with nogil:
-                        lucid_half_binary(kind, self.half_op,
-                                          <unsigned short *>cnp.PyArray_DATA(out),
-                                          <const unsigned short *>cnp.PyArray_DATA(xa), bc != LV_BC_A,
-                                          <const unsigned short *>cnp.PyArray_DATA(xb), bc != LV_BC_B, n)
+                if out is None:
+                    out = cnp.PyArray_EMPTY(len(shape), cnp.PyArray_DIMS(xa) if bc != LV_BC_A
+                                            else cnp.PyArray_DIMS(xb), dt.typenum, 0)
+                j.scalar, j.sa, j.sb = False, bc != LV_BC_A, bc != LV_BC_B
+                j.z = <unsigned short *>cnp.PyArray_DATA(out)
+                j.a = <const unsigned short *>cnp.PyArray_DATA(xa)
+                j.b = <const unsigned short *>cnp.PyArray_DATA(xb)
+                j.n = cnp.PyArray_SIZE(out)
+                _half_go(&j)
                 return out
+        if out is not None:
+            return None
         r = self.run2(_half_to_f32(xa), _half_to_f32(xb), float32, params)
         return _f32_to_half(_as_ndarray(r), dt)
 
@@ -683,6 +726,10 @@ cdef object _inplace(Tensor self, object other, int op):
             "in-place operation on a view (e.g. x[0], x.T) of a tensor with autograd history "
             "is not supported: lucid can't carry the gradient through the base. Use out-of-place "
             "ops, or write through the base with index assignment (x[0] = ...)")
+    if not recording and not gpu and op != _IP_FILL and _is_half_code(self._dtype.code) \
+            and _half_inplace(self, other, op):
+        self._bump()
+        return self
     cdef Tensor res
     cdef Tensor src
     cdef FillBackward fnode
@@ -747,6 +794,10 @@ cdef object _inplace(Tensor self, object other, int op):
     elif not cnp.PyArray_ISWRITEABLE(self._data):
         raise LucidError("this tensor's memory is read-only (e.g. a NumPy array marked "
                          "non-writeable or a broadcast view); clone() it first")
+    elif (_is_half_code(self._dtype.code) and res._dtype is float32
+          and cnp.PyArray_IS_C_CONTIGUOUS(self._data) and cnp.PyArray_ISALIGNED(self._data)):
+        # (half += float32: the float32 result rounded once, straight into self)
+        _round_into(self._data, res._data)
     else:
         np.copyto(self._data, res._data, casting="unsafe")
     self._bump()
@@ -760,6 +811,58 @@ cdef object _inplace(Tensor self, object other, int op):
 
 
 cdef tuple _IP_SCHEMAS = (_S_add, _S_sub, _S_mul, _S_div)
+
+
+cdef bint _half_inplace(Tensor self, object other, int op) except -1:
+    """``self op= other`` without autograd, for a cpu float16 / bfloat16 ``self`` and a
+    Python number or a cpu tensor of self's dtype: the fused half kernel writes straight
+    into self's memory (no result array, no copy). False when that does not apply (the
+    general path then runs, and raises what it raises)."""
+    cdef cnp.ndarray d = self._data, o
+    cdef DType dt = self._dtype
+    cdef Tensor t
+    cdef char *pa
+    cdef char *pd
+    if not (cnp.PyArray_IS_C_CONTIGUOUS(d) and cnp.PyArray_ISALIGNED(d)
+            and cnp.PyArray_ISWRITEABLE(d)):
+        return False
+    if isinstance(other, Tensor):
+        t = <Tensor>other
+        o = t._data
+        if t._dtype is not dt or t._mx is not None or cnp.PyArray_TYPE(o) != dt.typenum \
+                or cnp.PyArray_NDIM(o) > cnp.PyArray_NDIM(d):
+            return False
+        if not cnp.PyArray_IS_C_CONTIGUOUS(o) or (cnp.PyArray_SIZE(o) != 1
+                                                  and _shp(o) != _shp(d)):
+            return False
+        # other may be self (x += x) but not overlap it otherwise: the kernel reads each
+        # element of other only where it writes the same element of self. Both are
+        # contiguous, so their bytes are two intervals.
+        pa, pd = cnp.PyArray_BYTES(o), cnp.PyArray_BYTES(d)
+        if pa != pd and pa < pd + cnp.PyArray_NBYTES(d) and pd < pa + cnp.PyArray_NBYTES(o):
+            return False
+        if pa == pd and cnp.PyArray_SIZE(o) != cnp.PyArray_SIZE(d):
+            return False
+    elif type(other) is float or type(other) is int:
+        # as dispatch_binary: the number takes the half dtype first, then float32 math
+        try:
+            o = np.asarray(_half_scalar(dt, other), np.float32)
+        except OverflowError:           # an int beyond float64
+            return False
+    else:
+        return False
+    cdef BinaryCPU k = <BinaryCPU>(<OpSchema>_IP_SCHEMAS[op]).cpu
+    return k._run_half(d, o, dt, None, d) is not None
+
+
+cdef void _round_into(cnp.ndarray dst, cnp.ndarray src) except *:
+    """dst (a C-contiguous float16 / bfloat16 array) = src (float32, dst's shape) rounded."""
+    src = np.require(src, np.float32, "CA")
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(dst)
+    cdef int kind = LH_F16 if cnp.PyArray_TYPE(dst) == cnp.NPY_FLOAT16 else LH_BF16
+    with nogil:
+        lucid_f32_to_half(kind, <unsigned short *>cnp.PyArray_DATA(dst),
+                          <const float *>cnp.PyArray_DATA(src), n)
 
 
 cdef Tensor _self_tensor(object self, str op):

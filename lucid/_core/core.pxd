@@ -136,6 +136,7 @@ cdef void _check_storage(Tensor t, str what) except *
 cdef cnp.ndarray _to_half(cnp.ndarray a)
 cdef cnp.ndarray _half_to_f32(cnp.ndarray a)
 cdef cnp.ndarray _f32_to_half(cnp.ndarray a, DType dt)
+cdef double _half_scalar(DType dt, object v) except? -1
 cdef cnp.ndarray _contig(cnp.ndarray a)
 cdef cnp.ndarray _store(object r, DType dt)
 cdef Tensor to_dtype(Tensor x, DType dt, bint copy)

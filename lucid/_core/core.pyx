@@ -36,6 +36,7 @@ cdef extern from "lucid_half.h" nogil:
         LH_BF16
     void lucid_half_to_f32(int kind, float *y, const unsigned short *x, Py_ssize_t n)
     void lucid_f32_to_half(int kind, unsigned short *y, const float *x, Py_ssize_t n)
+    void lucid_f64_to_half(int kind, unsigned short *y, const double *x, Py_ssize_t n)
     const char *lucid_half_isa()
 
 cdef extern from "lucid_vforce.h" nogil:
@@ -887,7 +888,7 @@ cdef cnp.ndarray _array_from_data(object data, DType dt):
         else:
             dt = _dtype_of_array(a)
     if a.dtype != dt.numpy_dtype:
-        a = a.astype(dt.numpy_dtype)
+        a = _cast_array(a, dt) if _half_kind(dt.typenum) >= 0 else a.astype(dt.numpy_dtype)
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
     return a
@@ -2067,11 +2068,10 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
     if _is_half_code(code) and s.node is not None:
         # As PyTorch, a Python scalar takes the half result dtype first (3.4e38 is inf in
         # float16); the arithmetic is then done in float32 and rounded once.
-        with np.errstate(over="ignore"):
-            if ta is None:
-                sa = float(dt.numpy_dtype.type(sa))
-            if tb is None:
-                sb = float(dt.numpy_dtype.type(sb))
+        if ta is None:
+            sa = _half_scalar(dt, sa)
+        if tb is None:
+            sb = _half_scalar(dt, sb)
     # A half_native kernel does this itself, block by block, without copies, when the
     # tensor operands are already in the result dtype (scalars are passed as float32).
     cdef bint native = (_is_half_code(code) and s.node is not None and s.cpu.half_native
@@ -2365,6 +2365,18 @@ cdef inline int _half_kind(int num) noexcept:
     return LH_F16 if num == cnp.NPY_FLOAT16 else (LH_BF16 if num == _BF16_NUM else -1)
 
 
+cdef double _half_scalar(DType dt, object v) except? -1:
+    """A Python number rounded once to the half dtype dt (NumPy's / ml_dtypes' dt(v),
+    overflow to inf), as a float; no NumPy call (and no errstate) on this hot path."""
+    cdef double d = float(v)
+    cdef unsigned short h
+    cdef float f
+    cdef int kind = _half_kind(dt.typenum)
+    lucid_f64_to_half(kind, &h, &d, 1)
+    lucid_half_to_f32(kind, &f, &h, 1)
+    return f
+
+
 cdef cnp.ndarray _half_to_f32(cnp.ndarray a):
     """A float16 / bfloat16 array widened to a new C-contiguous float32 array (exact),
     with lucid's vectorised conversion (src/lucid_half.c)."""
@@ -2382,10 +2394,12 @@ cdef cnp.ndarray _half_to_f32(cnp.ndarray a):
 
 
 cdef cnp.ndarray _f32_to_half(cnp.ndarray a, DType dt):
-    """A float32 array rounded (to nearest even, once) to float16 or bfloat16; other
-    dtypes through NumPy. Overflow to inf is the IEEE result, not a warning."""
+    """A float32 or float64 array rounded (to nearest even, once, from its own value) to
+    float16 or bfloat16; other dtypes through NumPy. Overflow to inf is the IEEE result,
+    not a warning."""
     cdef int kind = _half_kind(dt.typenum)
-    if cnp.PyArray_TYPE(a) != cnp.NPY_FLOAT or kind < 0:
+    cdef int num = cnp.PyArray_TYPE(a)
+    if (num != cnp.NPY_FLOAT and num != cnp.NPY_DOUBLE) or kind < 0:
         with np.errstate(over="ignore"):
             return _as_ndarray(a.astype(dt.numpy_dtype))
     if not (cnp.PyArray_IS_C_CONTIGUOUS(a) and cnp.PyArray_ISALIGNED(a)):
@@ -2393,8 +2407,12 @@ cdef cnp.ndarray _f32_to_half(cnp.ndarray a, DType dt):
     cdef cnp.ndarray out = _empty_like_arr(a, dt.typenum)
     cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
     with nogil:
-        lucid_f32_to_half(kind, <unsigned short *>cnp.PyArray_DATA(out),
-                          <const float *>cnp.PyArray_DATA(a), n)
+        if num == cnp.NPY_FLOAT:
+            lucid_f32_to_half(kind, <unsigned short *>cnp.PyArray_DATA(out),
+                              <const float *>cnp.PyArray_DATA(a), n)
+        else:
+            lucid_f64_to_half(kind, <unsigned short *>cnp.PyArray_DATA(out),
+                              <const double *>cnp.PyArray_DATA(a), n)
     return out
 
 
@@ -2530,7 +2548,7 @@ cdef cnp.ndarray _cast_array(cnp.ndarray a, DType dt):
     cdef int num = cnp.PyArray_TYPE(a)
     if dt.typenum == cnp.NPY_FLOAT and _half_kind(num) >= 0:
         return _half_to_f32(a)
-    if num == cnp.NPY_FLOAT and _half_kind(dt.typenum) >= 0:
+    if (num == cnp.NPY_FLOAT or num == cnp.NPY_DOUBLE) and _half_kind(dt.typenum) >= 0:
         return _f32_to_half(a, dt)
     if _half_kind(num) >= 0 and _half_kind(dt.typenum) >= 0:    # float16 <-> bfloat16
         return _f32_to_half(_half_to_f32(a), dt)
@@ -2581,7 +2599,8 @@ cdef cnp.ndarray _store(object r, DType dt):
     """A kernel's result as an ndarray of ``dt`` (overflow to inf is the IEEE result)."""
     cdef cnp.ndarray a = _as_ndarray(r)
     if cnp.PyArray_TYPE(a) != dt.typenum:
-        if cnp.PyArray_TYPE(a) == cnp.NPY_FLOAT and _half_kind(dt.typenum) >= 0:
+        if (cnp.PyArray_TYPE(a) == cnp.NPY_FLOAT or cnp.PyArray_TYPE(a) == cnp.NPY_DOUBLE) \
+                and _half_kind(dt.typenum) >= 0:
             return _f32_to_half(a, dt)
         with np.errstate(over="ignore"):
             a = a.astype(dt.numpy_dtype)
@@ -2726,8 +2745,10 @@ cdef tuple _keepdim_shape(tuple in_shape, tuple axes):
 
 
 def backend_info():
-    """The CPU path in use: instruction set chosen at load time and the math library."""
+    """The CPU path in use: instruction set chosen at load time, the math library, and
+    the instructions of the float16 / bfloat16 kernels ("half_isa")."""
     return {"isa": lucid_isa().decode(), "mathlib": lucid_mathlib().decode(),
+            "half_isa": lucid_half_isa().decode(),
             "threads": _num_threads, "parallel_min_elements": _PAR_MIN}
 
 

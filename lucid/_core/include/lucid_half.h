@@ -7,7 +7,8 @@
  * output: results are correctly rounded float32 results rounded to half, and no full
  * float32 copy of an array is ever made. The conversions are AVX-512 (vcvtph2ps /
  * vcvtps2ph for float16, integer rounding for bfloat16), AVX2 + F16C, or portable C,
- * chosen once at run time.
+ * chosen once at run time. float16 add, sub, mul and div use AVX512-FP16 arithmetic
+ * where the CPU has it (the same bits: see src/lucid_half.c).
  */
 #ifndef LUCID_HALF_H
 #define LUCID_HALF_H
@@ -24,6 +25,8 @@ enum { LH_F16 = 0, LH_BF16 = 1 };
 /* Conversions of n contiguous elements; kind is LH_F16 or LH_BF16. */
 void lucid_half_to_f32(int kind, float *y, const uint16_t *x, ptrdiff_t n);
 void lucid_f32_to_half(int kind, uint16_t *y, const float *x, ptrdiff_t n);
+/* float64 -> half, rounded once (to nearest even) from the float64 value. */
+void lucid_f64_to_half(int kind, uint16_t *y, const double *x, ptrdiff_t n);
 
 /* y = f(x) over n half elements, through f's float32 kernel. */
 typedef void (*lucid_f32_map)(float *y, const float *x, const int *n);
@@ -34,8 +37,8 @@ typedef void (*lucid_f32_grad)(float *gx, const float *g, const float *s, const 
 void lucid_half_grad(int kind, lucid_f32_grad f, uint16_t *gx, const uint16_t *g,
                      const uint16_t *s, ptrdiff_t n);
 
-/* z = a op b over n half elements, op one of LH_ADD..LH_MAX; a single value is
- * broadcast when its stride flag (sa / sb) is 0. */
+/* z = a op b over n half elements, op one of LH_ADD..LH_DIV; a single value is
+ * broadcast when its stride flag (sa / sb) is 0. z may be a or b (in place). */
 enum { LH_ADD = 0, LH_SUB = 1, LH_MUL = 2, LH_DIV = 3 };
 void lucid_half_binary(int kind, int op, uint16_t *z, const uint16_t *a, int sa,
                        const uint16_t *b, int sb, ptrdiff_t n);
@@ -44,7 +47,8 @@ void lucid_half_binary(int kind, int op, uint16_t *z, const uint16_t *a, int sa,
 void lucid_half_binary_scalar(int kind, int op, uint16_t *z, const uint16_t *x, float s,
                               int s_first, ptrdiff_t n);
 
-/* The conversion instructions chosen at run time ("avx512", "f16c", "c"). */
+/* The instructions chosen at run time: "avx512fp16", "avx512", "f16c" or "c" (capped
+ * by LUCID_HALF_ISA in the environment, read once). */
 const char *lucid_half_isa(void);
 
 #ifdef __cplusplus

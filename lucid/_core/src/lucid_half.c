@@ -7,6 +7,8 @@
  * and written once at half width (what makes half faster than float32 on large,
  * memory-bound arrays), and the float32 kernel sees exactly the values a float32 call
  * would (each kernel pads its own tail, so blocking never changes a result).
+ * add, sub, mul and div need no buffer: with AVX-512 they widen, compute and round in
+ * registers, 32 elements at a time.
  *
  * Conversions, chosen once at run time:
  * - float16: AVX-512F vcvtph2ps / vcvtps2ph (16 lanes), F16C (8 lanes), or portable C.
@@ -15,7 +17,23 @@
  * - bfloat16: widening is a 16-bit shift; narrowing rounds to nearest even in integer
  *   arithmetic and keeps nan a (quiet) nan. Not AVX512-BF16's vcvtneps2bf16: it flushes
  *   subnormal inputs to zero, which NumPy (ml_dtypes) and PyTorch do not.
+ * - float64 -> half rounds once: float64 -> float32 rounding to odd (truncate, then set
+ *   the last bit if anything was cut off), then the float32 -> half rounding above.
+ *   Rounding to odd into a format with at least two more bits than the target makes
+ *   the second rounding give the correctly rounded result; a plain float64 -> float32
+ *   -> half would round twice (1 + 2**-11 + 2**-40 would become 1, not 1 + 2**-10).
+ *
+ * Native float16 arithmetic (AVX512-FP16 vaddph / vsubph / vmulph / vdivph) gives the
+ * same bits as float32 arithmetic rounded once to float16: float32's 24 bits are at
+ * least 2 * 11 + 2, so the second rounding is innocuous for +, -, * and / (checked
+ * over all 2**32 operand pairs by tools/half_native_exhaustive.c; only the payload of
+ * a nan from two nan operands may differ, which no IEEE rule fixes). It is used for
+ * add, sub and mul when the CPU has it.
+ *
+ * LUCID_HALF_ISA=c|f16c|avx512|avx512fp16 in the environment caps the instructions
+ * chosen (read once, at the first half kernel; tests run every path through it).
  */
+#include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
 
@@ -27,7 +45,7 @@
 #include <immintrin.h>
 #endif
 
-#define LH_BLOCK 1024     /* a multiple of LV_BLOCK; three float32 buffers = 12 KiB of stack */
+#define LH_BLOCK 1024     /* a multiple of 32 and of LV_BLOCK; three float32 buffers = 12 KiB of stack */
 
 /* ---- portable conversions ------------------------------------------------------ */
 
@@ -68,22 +86,20 @@ static inline uint16_t lh_f32_to_f16_1(float f)
     return (uint16_t)(sign | (u >> 13));     /* a carry into the exponent gives inf */
 }
 
-static inline float lh_bf16_to_f32_1(uint16_t h)
+/* float64 -> float32 rounded to odd: the truncated value, with its last bit set when
+ * the truncation was inexact (nan stays nan). */
+static inline float lh_f64_to_f32_odd(double d)
 {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
+    float f = (float)d;
+    if ((double)f != d && d == d) {
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        if ((f < 0 ? -(double)f : (double)f) > (d < 0 ? -d : d))
+            u -= 1;                          /* rounded away from zero: one step back */
+        u |= 1u;
+        memcpy(&f, &u, 4);
+    }
     return f;
-}
-
-static inline uint16_t lh_f32_to_bf16_1(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40u);      /* nan stays a quiet nan */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
 }
 
 /* bfloat16 loops: plain integer code that gcc vectorises in every clone. */
@@ -117,36 +133,14 @@ static void lh_f32_to_f16_c(uint16_t *y, const float *x, ptrdiff_t n)
         y[i] = lh_f32_to_f16_1(x[i]);
 }
 
-#ifdef LH_X86
-__attribute__((target("avx512f")))
-static void lh_f16_to_f32_avx512(float *y, const uint16_t *x, ptrdiff_t n)
+static void lh_f64_to_f32_odd_c(float *y, const double *x, ptrdiff_t n)
 {
-    ptrdiff_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))));
-    if (i < n) {
-        __mmask16 k = (__mmask16)((1u << (n - i)) - 1u);
-        uint16_t tmp[16] = {0};
-        memcpy(tmp, x + i, (size_t)(n - i) * 2);
-        _mm512_mask_storeu_ps(y + i, k, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)tmp)));
-    }
+    for (ptrdiff_t i = 0; i < n; i++)
+        y[i] = lh_f64_to_f32_odd(x[i]);
 }
 
-__attribute__((target("avx512f")))
-static void lh_f32_to_f16_avx512(uint16_t *y, const float *x, ptrdiff_t n)
-{
-    ptrdiff_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm256_storeu_si256((__m256i *)(y + i),
-                            _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
-    if (i < n) {
-        __mmask16 k = (__mmask16)((1u << (n - i)) - 1u);
-        uint16_t tmp[16];
-        _mm256_storeu_si256((__m256i *)tmp,
-                            _mm512_cvtps_ph(_mm512_maskz_loadu_ps(k, x + i), _MM_FROUND_TO_NEAREST_INT));
-        memcpy(y + i, tmp, (size_t)(n - i) * 2);
-    }
-}
+#ifdef LH_X86
+/* ---- AVX2 + F16C ------------------------------------------------------------------ */
 
 __attribute__((target("avx2,f16c")))
 static void lh_f16_to_f32_f16c(float *y, const uint16_t *x, ptrdiff_t n)
@@ -178,49 +172,348 @@ static void lh_f32_to_f16_f16c(uint16_t *y, const float *x, ptrdiff_t n)
         memcpy(y + i, tmp, (size_t)(n - i) * 2);
     }
 }
-#endif
+
+/* ---- AVX-512 (F, BW, VL): 16 float32 lanes, 32 half elements per step -------------- */
+
+#define LH_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define LH_INLINE static inline __attribute__((always_inline))
+#define LH_TAIL16(r) ((__mmask16)((1u << (r)) - 1u))         /* r < 16 */
+#define LH_TAIL32(r) ((__mmask32)((r) >= 32 ? ~0u : (1u << (r)) - 1u))
+#define LH_RN (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define LH_ALL (~(__mmask32)0)
+
+/* 32 half elements: masked only for a last partial group (plain moves are faster) */
+LH_AVX512 LH_INLINE __m512i lh_load32(const uint16_t *p, __mmask32 k)
+{
+    return k == LH_ALL ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(k, p);
+}
+
+LH_AVX512 LH_INLINE void lh_store32(uint16_t *p, __mmask32 k, __m512i v)
+{
+    if (k == LH_ALL)
+        _mm512_storeu_si512(p, v);
+    else
+        _mm512_mask_storeu_epi16(p, k, v);
+}
+
+/* float32 -> bfloat16, to nearest even, in the high half of each 32-bit lane (the low
+ * half is left over): a nan keeps its sign and top payload bits and becomes quiet. */
+LH_AVX512 LH_INLINE __m512i lh_bf16_round(__m512 v)
+{
+    __m512i u = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+    return _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), u,
+                                _mm512_set1_epi32(0x00400000));
+}
+
+/* bfloat16 pairs: 32 bfloat16 values in a register are, seen as 32-bit lanes, the
+ * even-numbered elements in the low halves and the odd-numbered ones in the high
+ * halves. Widening needs no shuffle (a shift, a mask), nor does narrowing (a merge). */
+#define LH_HI16 _mm512_set1_epi32((int)0xffff0000u)
+
+LH_AVX512 LH_INLINE __m512 lh_bf16_even(__m512i h)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+}
+
+LH_AVX512 LH_INLINE __m512 lh_bf16_odd(__m512i h)
+{
+    return _mm512_castsi512_ps(_mm512_and_si512(h, LH_HI16));
+}
+
+LH_AVX512 LH_INLINE __m512i lh_bf16_pair(__m512 even, __m512 odd)
+{
+    /* (even >> 16) | (odd & 0xffff0000) */
+    return _mm512_ternarylogic_epi32(_mm512_srli_epi32(lh_bf16_round(even), 16),
+                                     lh_bf16_round(odd), LH_HI16, 0xf8);
+}
+
+/* 32 float32 values (lo: elements 0..15, hi: 16..31) rounded to 32 half elements. */
+LH_AVX512 LH_INLINE __m512i lh_narrow32(int kind, __m512 lo, __m512 hi)
+{
+    if (kind == LH_BF16) {
+        /* packus interleaves 128-bit lanes (lo0 hi0 lo1 hi1 ...): put them back in order */
+        __m512i p = _mm512_packus_epi32(_mm512_srli_epi32(lh_bf16_round(lo), 16),
+                                        _mm512_srli_epi32(lh_bf16_round(hi), 16));
+        return _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), p);
+    }
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtps_ph(lo, LH_RN)),
+                              _mm512_cvtps_ph(hi, LH_RN), 1);
+}
+
+LH_AVX512 static void lh_f16_to_f32_avx512(float *y, const uint16_t *x, ptrdiff_t n)
+{
+    ptrdiff_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))));
+    if (i < n) {
+        __mmask16 k = LH_TAIL16(n - i);
+        _mm512_mask_storeu_ps(y + i, k, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, x + i)));
+    }
+}
+
+/* (float16: 16 lanes at a time, stored straight from vcvtps2ph; measured faster than
+ * merging two results into one 32-element store) */
+LH_AVX512 static void lh_f32_to_f16_avx512(uint16_t *y, const float *x, ptrdiff_t n)
+{
+    ptrdiff_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(y + i), _mm512_cvtps_ph(_mm512_loadu_ps(x + i), LH_RN));
+    if (i < n) {
+        __mmask16 k = LH_TAIL16(n - i);
+        _mm256_mask_storeu_epi16(y + i, k, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(k, x + i), LH_RN));
+    }
+}
+
+LH_AVX512 static void lh_f32_to_bf16_avx512(uint16_t *y, const float *x, ptrdiff_t n)
+{
+    ptrdiff_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        _mm512_storeu_si512(y + i, lh_narrow32(LH_BF16, _mm512_loadu_ps(x + i),
+                                               _mm512_loadu_ps(x + i + 16)));
+    if (i < n) {
+        ptrdiff_t r = n - i;
+        __mmask16 k0 = r >= 16 ? (__mmask16)0xffff : LH_TAIL16(r);
+        __mmask16 k1 = r > 16 ? LH_TAIL16(r - 16) : 0;
+        _mm512_mask_storeu_epi16(y + i, LH_TAIL32(r),
+                                 lh_narrow32(LH_BF16, _mm512_maskz_loadu_ps(k0, x + i),
+                                             _mm512_maskz_loadu_ps(k1, x + i + 16)));
+    }
+}
+
+/* bfloat16 <-> float32 in pair order: each 32 elements become their 16 even-numbered
+ * ones, then their 16 odd-numbered ones. A float32 kernel is element-wise, so it may
+ * see its inputs in that order; a last partial group is padded with zeros (n is rounded
+ * up to 32 on the float32 side, which has room for it). */
+LH_AVX512 LH_INLINE void lh_bf16_to_pairs_step(float *y, const uint16_t *x, __mmask32 k)
+{
+    __m512i h = lh_load32(x, k);
+    _mm512_store_ps(y, lh_bf16_even(h));
+    _mm512_store_ps(y + 16, lh_bf16_odd(h));
+}
+
+LH_AVX512 static void lh_bf16_to_pairs(float *y, const uint16_t *x, ptrdiff_t n)
+{
+    ptrdiff_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        lh_bf16_to_pairs_step(y + i, x + i, LH_ALL);
+    if (i < n)
+        lh_bf16_to_pairs_step(y + i, x + i, LH_TAIL32(n - i));
+}
+
+LH_AVX512 static void lh_pairs_to_bf16(uint16_t *y, const float *x, ptrdiff_t n)
+{
+    ptrdiff_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        lh_store32(y + i, LH_ALL, lh_bf16_pair(_mm512_load_ps(x + i), _mm512_load_ps(x + i + 16)));
+    if (i < n)
+        lh_store32(y + i, LH_TAIL32(n - i),
+                   lh_bf16_pair(_mm512_load_ps(x + i), _mm512_load_ps(x + i + 16)));
+}
+
+/* float64 -> float32 rounded to odd, 8 lanes at a time (see lh_f64_to_f32_odd). */
+LH_AVX512 static void lh_f64_to_f32_odd_avx512(float *y, const double *x, ptrdiff_t n)
+{
+    for (ptrdiff_t i = 0; i < n; i += 8) {
+        __mmask8 k = (__mmask8)(n - i >= 8 ? 0xff : (1u << (n - i)) - 1u);
+        __m512d d = _mm512_maskz_loadu_pd(k, x + i);
+        __m256 t = _mm512_cvt_roundpd_ps(d, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        __mmask8 inexact = _mm512_cmp_pd_mask(_mm512_cvtps_pd(t), d, _CMP_NEQ_UQ);
+        __m256i u = _mm256_mask_or_epi32(_mm256_castps_si256(t), inexact, _mm256_castps_si256(t),
+                                         _mm256_set1_epi32(1));
+        _mm256_mask_storeu_ps(y + i, k, _mm256_castsi256_ps(u));
+    }
+}
+
+LH_AVX512 LH_INLINE __m512 lh_op16(int op, __m512 x, __m512 y)
+{
+    switch (op) {
+    case LH_ADD: return _mm512_add_ps(x, y);
+    case LH_SUB: return _mm512_sub_ps(x, y);
+    case LH_MUL: return _mm512_mul_ps(x, y);
+    default:     return _mm512_div_ps(x, y);
+    }
+}
+
+/* One step of 32 elements of z = a op b under mask k (a or b is the broadcast float32
+ * value s when `mode` says so: LH_SCALAR_A / LH_SCALAR_B). */
+enum { LH_ARRAYS = 0, LH_SCALAR_A = 1, LH_SCALAR_B = 2 };
+
+LH_AVX512 LH_INLINE void lh_bin_step(int kind, int op, int mode, uint16_t *z, const uint16_t *a,
+                                     const uint16_t *b, __m512 vs, __mmask32 k)
+{
+    __m512 a0 = vs, a1 = vs, b0 = vs, b1 = vs;
+    __m512i ha = _mm512_setzero_si512(), hb = _mm512_setzero_si512();
+    if (mode != LH_SCALAR_A)
+        ha = lh_load32(a, k);
+    if (mode != LH_SCALAR_B)
+        hb = lh_load32(b, k);
+    if (kind == LH_BF16) {          /* (a0, a1): the even and the odd elements */
+        if (mode != LH_SCALAR_A)
+            a0 = lh_bf16_even(ha), a1 = lh_bf16_odd(ha);
+        if (mode != LH_SCALAR_B)
+            b0 = lh_bf16_even(hb), b1 = lh_bf16_odd(hb);
+        lh_store32(z, k, lh_bf16_pair(lh_op16(op, a0, b0), lh_op16(op, a1, b1)));
+        return;
+    }
+    if (mode != LH_SCALAR_A) {      /* (a0, a1): elements 0..15 and 16..31 */
+        a0 = _mm512_cvtph_ps(_mm512_castsi512_si256(ha));
+        a1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(ha, 1));
+    }
+    if (mode != LH_SCALAR_B) {
+        b0 = _mm512_cvtph_ps(_mm512_castsi512_si256(hb));
+        b1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(hb, 1));
+    }
+    lh_store32(z, k, lh_narrow32(LH_F16, lh_op16(op, a0, b0), lh_op16(op, a1, b1)));
+}
+
+LH_AVX512 LH_INLINE void lh_bin_loop(int kind, int op, int mode, uint16_t *z, const uint16_t *a,
+                                     const uint16_t *b, float s, ptrdiff_t n)
+{
+    __m512 vs = _mm512_set1_ps(s);
+    ptrdiff_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        lh_bin_step(kind, op, mode, z + i, a + i, b + i, vs, LH_ALL);
+    if (i < n)
+        lh_bin_step(kind, op, mode, z + i, a + i, b + i, vs, LH_TAIL32(n - i));
+}
+
+/* Every (kind, op, mode) gets its own loop, so nothing is decided per element. */
+#define LH_MODES(K, O)                                                                \
+    case (K) * 4 + (O):                                                               \
+        if (mode == LH_ARRAYS) lh_bin_loop(K, O, LH_ARRAYS, z, a, b, s, n);          \
+        else if (mode == LH_SCALAR_A) lh_bin_loop(K, O, LH_SCALAR_A, z, a, b, s, n); \
+        else lh_bin_loop(K, O, LH_SCALAR_B, z, a, b, s, n);                          \
+        break;
+
+LH_AVX512 static void lh_binary_avx512(int kind, int op, int mode, uint16_t *z, const uint16_t *a,
+                                       const uint16_t *b, float s, ptrdiff_t n)
+{
+    switch (kind * 4 + op) {
+    LH_MODES(LH_F16, LH_ADD) LH_MODES(LH_F16, LH_SUB) LH_MODES(LH_F16, LH_MUL) LH_MODES(LH_F16, LH_DIV)
+    LH_MODES(LH_BF16, LH_ADD) LH_MODES(LH_BF16, LH_SUB) LH_MODES(LH_BF16, LH_MUL) LH_MODES(LH_BF16, LH_DIV)
+    default: break;
+    }
+}
+
+/* ---- AVX512-FP16: native float16 arithmetic, 32 lanes ------------------------------ */
+
+#define LH_FP16 __attribute__((target("avx512fp16,avx512f,avx512bw,avx512vl")))
+
+LH_FP16 LH_INLINE __m512h lh_op32h(int op, __m512h x, __m512h y)
+{
+    switch (op) {
+    case LH_ADD: return _mm512_add_ph(x, y);
+    case LH_SUB: return _mm512_sub_ph(x, y);
+    default:     return _mm512_mul_ph(x, y);
+    }
+}
+
+LH_FP16 LH_INLINE void lh_ph_step(int op, int mode, uint16_t *z, const uint16_t *a,
+                                  const uint16_t *b, __m512h vs, __mmask32 k)
+{
+    __m512h x = mode == LH_SCALAR_A ? vs : _mm512_castsi512_ph(lh_load32(a, k));
+    __m512h y = mode == LH_SCALAR_B ? vs : _mm512_castsi512_ph(lh_load32(b, k));
+    lh_store32(z, k, _mm512_castph_si512(lh_op32h(op, x, y)));
+}
+
+LH_FP16 LH_INLINE void lh_ph_loop(int op, int mode, uint16_t *z, const uint16_t *a,
+                                  const uint16_t *b, uint16_t s, ptrdiff_t n)
+{
+    __m512h vs = _mm512_castsi512_ph(_mm512_set1_epi16((short)s));
+    ptrdiff_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        lh_ph_step(op, mode, z + i, a + i, b + i, vs, LH_ALL);
+        lh_ph_step(op, mode, z + i + 32, a + i + 32, b + i + 32, vs, LH_ALL);
+    }
+    for (; i < n; i += 32)
+        lh_ph_step(op, mode, z + i, a + i, b + i, vs, LH_TAIL32(n - i));
+}
+
+#define LH_PH_MODES(O)                                                           \
+    case (O):                                                                    \
+        if (mode == LH_ARRAYS) lh_ph_loop(O, LH_ARRAYS, z, a, b, s, n);         \
+        else if (mode == LH_SCALAR_A) lh_ph_loop(O, LH_SCALAR_A, z, a, b, s, n);\
+        else lh_ph_loop(O, LH_SCALAR_B, z, a, b, s, n);                         \
+        break;
+
+LH_FP16 static void lh_binary_fp16(int op, int mode, uint16_t *z, const uint16_t *a,
+                                   const uint16_t *b, uint16_t s, ptrdiff_t n)
+{
+    switch (op) {
+    LH_PH_MODES(LH_ADD) LH_PH_MODES(LH_SUB) LH_PH_MODES(LH_MUL)
+    default: break;
+    }
+}
+#endif /* LH_X86 */
 
 /* ---- run-time choice ------------------------------------------------------------ */
 
+enum { LH_ISA_C = 0, LH_ISA_F16C = 1, LH_ISA_AVX512 = 2, LH_ISA_FP16 = 3 };
+static const char *const lh_isa_names[] = {"c", "f16c", "avx512", "avx512fp16"};
+
 typedef void (*lh_widen_fn)(float *, const uint16_t *, ptrdiff_t);
 typedef void (*lh_narrow_fn)(uint16_t *, const float *, ptrdiff_t);
+typedef void (*lh_odd_fn)(float *, const double *, ptrdiff_t);
 
-static lh_widen_fn lh_f16_widen;      /* set once by lh_init (idempotent, so a race is benign) */
-static lh_narrow_fn lh_f16_narrow;
-static const char *lh_isa = "c";
+/* Set once by lh_init (idempotent, so a race is benign); lh_level is published last. */
+static lh_widen_fn lh_f16_widen;
+static lh_narrow_fn lh_f16_narrow, lh_bf16_narrow;
+static lh_odd_fn lh_odd;
+static int lh_level = -1;
+
+static int lh_detect(void)
+{
+#ifdef LH_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        return __builtin_cpu_supports("avx512fp16") ? LH_ISA_FP16 : LH_ISA_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+        return LH_ISA_F16C;
+#endif
+    return LH_ISA_C;
+}
 
 static void lh_init(void)
 {
-    lh_widen_fn w = lh_f16_to_f32_c;
-    lh_narrow_fn nw = lh_f32_to_f16_c;
-    const char *isa = "c";
+    int level = lh_detect();
+    const char *cap = getenv("LUCID_HALF_ISA");
+    for (int i = 0; cap != NULL && i < (int)(sizeof lh_isa_names / sizeof *lh_isa_names); i++)
+        if (strcmp(cap, lh_isa_names[i]) == 0 && i < level)
+            level = i;
+    lh_f16_widen = lh_f16_to_f32_c;
+    lh_f16_narrow = lh_f32_to_f16_c;
+    lh_bf16_narrow = lh_f32_to_bf16;
+    lh_odd = lh_f64_to_f32_odd_c;
 #ifdef LH_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) {
-        w = lh_f16_to_f32_avx512;
-        nw = lh_f32_to_f16_avx512;
-        isa = "avx512";
-    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
-        w = lh_f16_to_f32_f16c;
-        nw = lh_f32_to_f16_f16c;
-        isa = "f16c";
+    if (level >= LH_ISA_AVX512) {
+        lh_f16_widen = lh_f16_to_f32_avx512;
+        lh_f16_narrow = lh_f32_to_f16_avx512;
+        lh_bf16_narrow = lh_f32_to_bf16_avx512;
+        lh_odd = lh_f64_to_f32_odd_avx512;
+    } else if (level == LH_ISA_F16C) {
+        lh_f16_widen = lh_f16_to_f32_f16c;
+        lh_f16_narrow = lh_f32_to_f16_f16c;
     }
 #endif
-    lh_isa = isa;
-    lh_f16_narrow = nw;
-    __atomic_store_n(&lh_f16_widen, w, __ATOMIC_RELEASE);
+    __atomic_store_n(&lh_level, level, __ATOMIC_RELEASE);
 }
 
-static inline void lh_ready(void)
+static inline int lh_ready(void)
 {
-    if (__atomic_load_n(&lh_f16_widen, __ATOMIC_ACQUIRE) == NULL)
+    int level = __atomic_load_n(&lh_level, __ATOMIC_ACQUIRE);
+    if (level < 0) {
         lh_init();
+        level = lh_level;
+    }
+    return level;
 }
 
 const char *lucid_half_isa(void)
 {
-    lh_ready();
-    return lh_isa;
+    return lh_isa_names[lh_ready()];
 }
 
 void lucid_half_to_f32(int kind, float *y, const uint16_t *x, ptrdiff_t n)
@@ -236,17 +529,50 @@ void lucid_f32_to_half(int kind, uint16_t *y, const float *x, ptrdiff_t n)
 {
     lh_ready();
     if (kind == LH_BF16)
-        lh_f32_to_bf16(y, x, n);
+        lh_bf16_narrow(y, x, n);
     else
         lh_f16_narrow(y, x, n);
 }
 
+void lucid_f64_to_half(int kind, uint16_t *y, const double *x, ptrdiff_t n)
+{
+    float t[LH_BLOCK] __attribute__((aligned(64)));
+    lh_ready();
+    for (ptrdiff_t i = 0; i < n; i += LH_BLOCK) {
+        ptrdiff_t m = n - i < LH_BLOCK ? n - i : LH_BLOCK;
+        lh_odd(t, x + i, m);
+        lucid_f32_to_half(kind, y + i, t, m);
+    }
+}
+
 /* ---- kernels ----------------------------------------------------------------------- */
+
+/* bfloat16 through pair-ordered buffers (lh_bf16_to_pairs) where AVX-512 is in use. */
+static inline int lh_pairs(int kind)
+{
+#ifdef LH_X86
+    return kind == LH_BF16 && lh_ready() >= LH_ISA_AVX512;
+#else
+    (void)kind;
+    return 0;
+#endif
+}
 
 void lucid_half_map(int kind, lucid_f32_map f, uint16_t *y, const uint16_t *x, ptrdiff_t n)
 {
     float xb[LH_BLOCK] __attribute__((aligned(64)));
     float yb[LH_BLOCK] __attribute__((aligned(64)));
+#ifdef LH_X86
+    if (lh_pairs(kind)) {
+        for (ptrdiff_t i = 0; i < n; i += LH_BLOCK) {
+            int m = (int)(n - i < LH_BLOCK ? n - i : LH_BLOCK), m32 = (m + 31) & ~31;
+            lh_bf16_to_pairs(xb, x + i, m);
+            f(yb, xb, &m32);
+            lh_pairs_to_bf16(y + i, yb, m);
+        }
+        return;
+    }
+#endif
     for (ptrdiff_t i = 0; i < n; i += LH_BLOCK) {
         int m = (int)(n - i < LH_BLOCK ? n - i : LH_BLOCK);
         lucid_half_to_f32(kind, xb, x + i, m);
@@ -261,6 +587,18 @@ void lucid_half_grad(int kind, lucid_f32_grad f, uint16_t *gx, const uint16_t *g
     float gb[LH_BLOCK] __attribute__((aligned(64)));
     float sb[LH_BLOCK] __attribute__((aligned(64)));
     float ob[LH_BLOCK] __attribute__((aligned(64)));
+#ifdef LH_X86
+    if (lh_pairs(kind)) {
+        for (ptrdiff_t i = 0; i < n; i += LH_BLOCK) {
+            int m = (int)(n - i < LH_BLOCK ? n - i : LH_BLOCK), m32 = (m + 31) & ~31;
+            lh_bf16_to_pairs(gb, g + i, m);
+            lh_bf16_to_pairs(sb, s + i, m);
+            f(ob, gb, sb, &m32);
+            lh_pairs_to_bf16(gx + i, ob, m);
+        }
+        return;
+    }
+#endif
     for (ptrdiff_t i = 0; i < n; i += LH_BLOCK) {
         int m = (int)(n - i < LH_BLOCK ? n - i : LH_BLOCK);
         lucid_half_to_f32(kind, gb, g + i, m);
@@ -300,39 +638,66 @@ LV_CLONES static void lh_arith(int op, float *restrict z, const float *restrict 
     }
 }
 
+/* z = a op b, a or b the float32 value s when mode says so; z may be a or b. */
+static void lh_binary(int kind, int op, int mode, uint16_t *z, const uint16_t *a,
+                      const uint16_t *b, float s, ptrdiff_t n)
+{
+    int level = lh_ready();
+    float ab[LH_BLOCK] __attribute__((aligned(64)));
+    float bb[LH_BLOCK] __attribute__((aligned(64)));
+    float zb[LH_BLOCK] __attribute__((aligned(64)));
+#ifdef LH_X86
+    /* Native float16 for add, sub and mul, and only when s is a float16 value (then both
+     * roundings agree). Not for div: vdivph (measured on an AVX512-FP16 Xeon) is slower
+     * than widening, vdivps and rounding. */
+    if (level >= LH_ISA_FP16 && kind == LH_F16 && op != LH_DIV) {
+        uint16_t hs = lh_f32_to_f16_1(s);
+        float back = lh_f16_to_f32_1(hs);
+        if (mode == LH_ARRAYS || memcmp(&back, &s, 4) == 0) {
+            lh_binary_fp16(op, mode, z, a, b, hs, n);
+            return;
+        }
+    }
+    if (level >= LH_ISA_AVX512) {
+        lh_binary_avx512(kind, op, mode, z, a, b, s, n);
+        return;
+    }
+#else
+    (void)level;
+#endif
+    if (mode == LH_SCALAR_A)
+        ab[0] = s;
+    if (mode == LH_SCALAR_B)
+        bb[0] = s;
+    for (ptrdiff_t i = 0; i < n; i += LH_BLOCK) {
+        int m = (int)(n - i < LH_BLOCK ? n - i : LH_BLOCK);
+        if (mode != LH_SCALAR_A)
+            lucid_half_to_f32(kind, ab, a + i, m);
+        if (mode != LH_SCALAR_B)
+            lucid_half_to_f32(kind, bb, b + i, m);
+        lh_arith(op, zb, ab, mode != LH_SCALAR_A, bb, mode != LH_SCALAR_B, m);
+        lucid_f32_to_half(kind, z + i, zb, m);
+    }
+}
+
 void lucid_half_binary_scalar(int kind, int op, uint16_t *z, const uint16_t *x, float s,
                               int s_first, ptrdiff_t n)
 {
-    float xb[LH_BLOCK] __attribute__((aligned(64)));
-    float zb[LH_BLOCK] __attribute__((aligned(64)));
-    for (ptrdiff_t i = 0; i < n; i += LH_BLOCK) {
-        int m = (int)(n - i < LH_BLOCK ? n - i : LH_BLOCK);
-        lucid_half_to_f32(kind, xb, x + i, m);
-        if (s_first)
-            lh_arith(op, zb, &s, 0, xb, 1, m);
-        else
-            lh_arith(op, zb, xb, 1, &s, 0, m);
-        lucid_f32_to_half(kind, z + i, zb, m);
-    }
+    /* (the scalar's pointer is never read: x stands in for it) */
+    lh_binary(kind, op, s_first ? LH_SCALAR_A : LH_SCALAR_B, z, x, x, s, n);
 }
 
 void lucid_half_binary(int kind, int op, uint16_t *z, const uint16_t *a, int sa,
                        const uint16_t *b, int sb, ptrdiff_t n)
 {
-    float ab[LH_BLOCK] __attribute__((aligned(64)));
-    float bb[LH_BLOCK] __attribute__((aligned(64)));
-    float zb[LH_BLOCK] __attribute__((aligned(64)));
-    if (!sa)
-        lucid_half_to_f32(kind, ab, a, 1);
-    if (!sb)
-        lucid_half_to_f32(kind, bb, b, 1);
-    for (ptrdiff_t i = 0; i < n; i += LH_BLOCK) {
-        int m = (int)(n - i < LH_BLOCK ? n - i : LH_BLOCK);
-        if (sa)
-            lucid_half_to_f32(kind, ab, a + i, m);
-        if (sb)
-            lucid_half_to_f32(kind, bb, b + i, m);
-        lh_arith(op, zb, ab, sa, bb, sb, m);
-        lucid_f32_to_half(kind, z + i, zb, m);
+    float v;
+    if (!sa) {
+        lucid_half_to_f32(kind, &v, a, 1);
+        lh_binary(kind, op, LH_SCALAR_A, z, b, b, v, n);
+    } else if (!sb) {
+        lucid_half_to_f32(kind, &v, b, 1);
+        lh_binary(kind, op, LH_SCALAR_B, z, a, a, v, n);
+    } else {
+        lh_binary(kind, op, LH_ARRAYS, z, a, b, 0.0f, n);
     }
 }
