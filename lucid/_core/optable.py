@@ -265,6 +265,8 @@ ACCELERATE = {
 #   grad_b    ``p`` (the op's parameter: add/sub's alpha); what the node saves follows
 #             from the names these read
 #   int_rule  "keep" (integers compute as integers) or "float" (as the default float)
+#   exact_scalar  a Python scalar second operand is read at full precision: a float32
+#             result is computed in float64 when float32 cannot hold the scalar
 #   method    also a Tensor method
 #   torch     the torch function name
 #   doc       the docstring
@@ -283,9 +285,10 @@ MLX_BINARY = {
 
 
 def _bin(name, ufunc, grad_a, grad_b, doc, c=False, amp="Promote", int_rule="keep",
-         method=True, torch=None):
+         method=True, torch=None, exact_scalar=False):
     return dict(name=name, amp=amp, ufunc=ufunc, c=c, grad_a=grad_a, grad_b=grad_b,
                 int_rule=int_rule, method=method, torch=torch or name, doc=doc,
+                exact_scalar=exact_scalar,
                 mlx=MLX_BINARY.get(name, f"mx.{ufunc}(a, b)"))
 
 
@@ -298,7 +301,7 @@ BINARY = [
          "True division input / other; integer inputs give float32.", int_rule="float"),
     _bin("pow", "power", "_pow_grad_a(g, a, b)", "_pow_grad_b(g, a, b, out)",
          "input ** exponent; either may be a tensor or a Python scalar.", c=True,
-         amp="ForceFP32"),
+         amp="ForceFP32", exact_scalar=True),
     _bin("maximum", "maximum", "where(a < b, 0.0, where(a == b, g * 0.5, g))",
          "where(a > b, 0.0, where(a == b, g * 0.5, g))",
          "Element-wise maximum (nan if either is nan); ties split the gradient evenly.", c=True),
