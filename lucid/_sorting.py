@@ -15,7 +15,6 @@ import operator
 import numpy as np
 
 from lucid._core import core
-from lucid._core.creation import _fill_value
 from lucid._core.core import (
     PyNode,
     ShapeError,
@@ -26,6 +25,7 @@ from lucid._core.core import (
     export,
     register,
 )
+from lucid._core.creation import _fill_value
 
 ops = core.ops
 _int64 = core.as_dtype("int64")

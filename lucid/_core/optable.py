@@ -143,8 +143,10 @@ UNARY = [
          "Hyperbolic tangent."),
     _row("asinh", "Promote", "x", ("asinhf", "asinh"), "g / SQRT(x * x + (T)1)",
          "g / sqrt(x * x + 1)", "Inverse hyperbolic sine."),
-    _row("acosh", "Promote", "x", ("acoshf", "acosh"), "g / SQRT((x - (T)1) * (x + (T)1))",
-         "g / sqrt((x - 1) * (x + 1))", "Inverse hyperbolic cosine."),
+    # (x - 1)(x + 1) keeps its accuracy near 1; + 0 turns the -0 at x = -1 into +0, so
+    # the gradient there is +inf (as 1 / sqrt(x^2 - 1)), not -inf.
+    _row("acosh", "Promote", "x", ("acoshf", "acosh"), "g / SQRT((x - (T)1) * (x + (T)1) + (T)0)",
+         "g / sqrt((x - 1) * (x + 1) + 0.0)", "Inverse hyperbolic cosine."),
     _row("atanh", "Promote", "x", ("atanhf", "atanh"), "g / ((T)1 - x * x)",
          "g / (1 - x * x)", "Inverse hyperbolic tangent."),
     # -- error function family -------------------------------------------------------

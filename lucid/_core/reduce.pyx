@@ -688,6 +688,14 @@ cdef class StdBackward(ReduceBackward):
         return ops.where(yk == 0, 0.0, self._k(g) * dev / (safe * self._denom))
 
 
+cdef object _var_arr(object a, tuple axes, bint keepdim, double denom, bint is_std):
+    """Two passes (the mean, then the squared deviations) in ``a``'s dtype."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        m = np.mean(a, axis=axes, keepdims=True)
+        v = np.sum((a - m) ** 2, axis=axes, keepdims=keepdim) / a.dtype.type(denom)
+        return np.sqrt(v) if is_std else v
+
+
 cdef object _var_std(object input, object dim, object unbiased, bint keepdim, object correction,
                      bint is_std):
     cdef OpSchema s = _S_std if is_std else _S_var
@@ -718,10 +726,11 @@ cdef object _var_std(object input, object dim, object unbiased, bint keepdim, ob
         y = _out_mx(mx_.sqrt(v) if is_std else v, x._dtype)
     else:
         a = _compute_arr(x)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            m = np.mean(a, axis=axes, keepdims=True)
-            v = np.sum((a - m) ** 2, axis=axes, keepdims=keepdim) / a.dtype.type(denom)
-            r = np.sqrt(v) if is_std else v
+        r = _var_arr(a, axes, keepdim, denom, is_std)
+        if a.dtype == np.float32 and not np.isfinite(r).all():
+            # float32 squares overflow above 1.8e19 (std([0, 3.4e38]) is 2.4e38): again
+            # in float64, as PyTorch accumulates float32 moments in double
+            r = _var_arr(a.astype(np.float64), axes, keepdim, denom, is_std)
         y = _wrap(_store(r, x._dtype), x._dtype)
     cdef Node node
     if _recording(x):
