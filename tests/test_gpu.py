@@ -581,3 +581,25 @@ def test_float64_on_a_metal_gpu_error_names_the_op(monkeypatch):
     assert x32.to("gpu").dtype is lucid.float32        # float32 stays allowed
     monkeypatch.undo()
     assert x64.gpu().dtype is lucid.float64           # MLX's CPU stream has float64
+
+
+@pytest.mark.parametrize("op", [lambda x: x.unfold(1, 2, 1), lambda x: x.unfold(-1, 2, 2),
+                                lambda x: x[0, 0].unfold(0, 1, 1), lambda x: x.select(1, 2),
+                                lambda x: lucid.unbind(x, 2)[1], lambda x: lucid.movedim(x, 0, 2),
+                                lambda x: lucid.swapaxes(x, 0, 1)])
+def test_new_view_ops_on_the_gpu_as_on_the_cpu(op):
+    a = np.random.default_rng(3).standard_normal((2, 3, 4)).astype(np.float32)
+    w = None
+    got = {}
+    for dev in ("cpu", "gpu"):
+        x = lucid.tensor(a, device=dev, requires_grad=True)
+        y = op(x)
+        if w is None:
+            w = np.random.default_rng(4).standard_normal(y.shape).astype(np.float32)
+        (y * lucid.tensor(w, device=dev)).sum().backward()
+        assert y.device == dev and x.grad.device == dev
+        got[dev] = (y.detach().cpu().numpy(), x.grad.cpu().numpy())
+    for g, c in zip(got["gpu"], got["cpu"]):
+        np.testing.assert_allclose(g, c, rtol=1e-6, atol=1e-6)
+    with pytest.raises(lucid.LucidError, match="view of a gpu tensor"):
+        op(lucid.tensor(a, device="gpu")).fill_(1.0)

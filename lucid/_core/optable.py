@@ -302,7 +302,8 @@ BINARY = [
     _bin("div", "true_divide", "g / b", "-g * a / (b * b)",
          "True division input / other; integer inputs give float32.", int_rule="float"),
     _bin("pow", "power", "_pow_grad_a(g, a, b)", "_pow_grad_b(g, a, b, out)",
-         "input ** exponent; either may be a tensor or a Python scalar.", c=True,
+         "input ** exponent; either may be a tensor or a Python scalar (a Python exponent "
+         "is used at its full precision: x ** 1e-50 is 0 at 0).", c=True,
          amp="ForceFP32", exact_scalar=True),
     _bin("maximum", "maximum", "where(a < b, 0.0, where(a == b, g * 0.5, g))",
          "where(a > b, 0.0, where(a == b, g * 0.5, g))",

@@ -922,6 +922,15 @@ cdef class CumsumBackward(ReduceBackward):
         return _sum(g, d, True) - cumsum(g, d) + g
 
 
+cdef object _cum_acc(DType dt):
+    """The dtype a cumulative sum or product of ``dt`` runs in: float64 for float32, as
+    PyTorch (cumprod([3.4e38, 3.4e38, 0]) ends in 0, not inf * 0 = nan), float32 for
+    the half dtypes."""
+    if dt.code == DT_FLOAT32:
+        return np.float64
+    return np.float32 if _is_half_code(dt.code) else dt.numpy_dtype
+
+
 def cumsum(input, dim=None, *, dtype=None, axis=None):
     """Cumulative sum along ``dim``."""
     dim = _np_alias("cumsum", "dim", dim, None, "axis", axis)
@@ -937,8 +946,7 @@ def cumsum(input, dim=None, *, dtype=None, axis=None):
         y = _out_mx(mlx().cumsum(a, axis=d) if cnp.PyArray_NDIM(x._data) else a, out_dt)
     else:
         a = _compute_arr(x)
-        r = np.cumsum(a, axis=d if a.ndim else None,
-                      dtype=np.float32 if _is_half_code(out_dt.code) else out_dt.numpy_dtype).reshape(_shp(a))
+        r = np.cumsum(a, axis=d if a.ndim else None, dtype=_cum_acc(out_dt)).reshape(_shp(a))
         y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_cumsum, y, (x,), ((d,), True))
@@ -1019,8 +1027,7 @@ def cumprod(input, dim=None, *, dtype=None, axis=None):
         y = _out_mx(mlx().cumprod(a, axis=d) if cnp.PyArray_NDIM(x._data) else a, out_dt)
     else:
         a = _compute_arr(x)
-        r = np.cumprod(a, axis=d if a.ndim else None,
-                       dtype=np.float32 if _is_half_code(out_dt.code) else out_dt.numpy_dtype).reshape(_shp(a))
+        r = np.cumprod(a, axis=d if a.ndim else None, dtype=_cum_acc(out_dt)).reshape(_shp(a))
         y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_cumprod, y, (x,), ((d,), True))
