@@ -1,7 +1,7 @@
 """Sorting, selection and scatter ops as torch: sort, argsort, topk, kthvalue, median,
 quantile, unique, searchsorted, nonzero, masked_select, masked_fill, cummax, cummin,
 logcumsumexp, scatter, scatter_reduce, take_along_dim, index_add, repeat_interleave,
-unflatten, unfold, meshgrid, isclose, lerp, copysign, floor_divide, div(rounding_mode=).
+unflatten, meshgrid, isclose, lerp, copysign, floor_divide, div(rounding_mode=).
 
 Index computations run in NumPy; the values an op returns are taken from its input with
 lucid's differentiable ``gather`` / ``index_select`` / ``where`` (so their gradients, and
@@ -25,6 +25,7 @@ from lucid._core.core import (
     export,
     register,
 )
+from lucid._core.creation import _fill_value
 
 ops = core.ops
 _int64 = core.as_dtype("int64")
@@ -144,6 +145,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True, *, axis=None):
     x = _t(input)
     d = _dim(dim, x.ndim)
     n = x.shape[d] if x.ndim else 1
+    k = core._int_arg(k, "topk", "k")
     if not 0 <= k <= n:
         raise IndexError(f"selected index k out of range (k={k}, size {n})")
     if x.ndim == 0:
@@ -390,7 +392,8 @@ def masked_fill(input, mask, value):
                              f"tensor with {value.ndim} dimension(s).")
         v = value if value.dtype is x.dtype else value.to(x.dtype)
     else:
-        v = _from(np.asarray(value).astype(x.dtype.numpy_dtype))
+        v = _from(np.asarray(_fill_value(value, x.dtype, "masked_fill", "value"))
+                  .astype(x.dtype.numpy_dtype))
     r = ops.where(m, v, x)
     return r if r.dtype is x.dtype else r.to(x.dtype)
 
@@ -403,7 +406,8 @@ def masked_fill_(input, mask, value):
         value = value.to(x.dtype) if value.dtype is not x.dtype else value
         x[mb] = ops.expand(ops.reshape(value, (1,)), (int(_arr(mb).sum()),))
     else:
-        x[mb] = np.asarray(value).astype(x.dtype.numpy_dtype).item()
+        x[mb] = np.asarray(_fill_value(value, x.dtype, "masked_fill_", "value")) \
+            .astype(x.dtype.numpy_dtype).item()
     return x
 
 
@@ -694,7 +698,7 @@ def take_along_dim(input, indices, dim=None, *, axis=None):
     return ops.gather(ops.broadcast_to(x, tuple(tx)), d, ops.broadcast_to(i, tuple(ti)))
 
 
-# -- shape helpers: repeat_interleave, unflatten, unfold, meshgrid -----------------------
+# -- shape helpers: repeat_interleave, unflatten, meshgrid -----------------------
 
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None, axis=None):
     """Repeat each element ``repeats`` times (a number or one count per element) along
@@ -729,26 +733,6 @@ def unflatten(input, dim, sizes):
         raise ShapeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size "
                          f"of dim {dim} ({x.shape[d]}) in the input tensor")
     return ops.reshape(x, tuple(x.shape[:d]) + sizes + tuple(x.shape[d + 1:]))
-
-
-def unfold(input, dimension, size, step):
-    """Sliding windows of ``size`` with ``step`` along ``dimension``: that dim becomes the
-    window count and a last dim of ``size`` is appended (Tensor.unfold)."""
-    x = _t(input)
-    if x.ndim == 0:
-        return ops.reshape(x, (1,))
-    d = _dim(dimension, x.ndim)
-    n = x.shape[d]
-    if size > n or size < 0:
-        raise ShapeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
-    if step <= 0:
-        raise ValueError(f"step is {step} but must be > 0")
-    nw = (n - size) // step + 1
-    idx = (np.arange(nw)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
-    y = ops.index_select(x, d, _idx(idx))
-    y = ops.reshape(y, tuple(x.shape[:d]) + (nw, size) + tuple(x.shape[d + 1:]))
-    order = list(range(d + 1)) + list(range(d + 2, x.ndim + 1)) + [d + 1]
-    return ops.permute(y, tuple(order))
 
 
 def meshgrid(*tensors, indexing="ij"):
@@ -796,7 +780,7 @@ def lerp(input, end, weight):
         lo = x + weight * diff
         hi = e - diff * (1 - weight)
         return ops.where(abs(weight) < 0.5, lo, hi)
-    w = float(weight)
+    w = core._float_arg(weight, "lerp", "weight")
     return x + w * diff if abs(w) < 0.5 else e - diff * (1 - w)
 
 
@@ -908,10 +892,6 @@ def _m_div(self, other, *, rounding_mode=None):
     return div(self, other, rounding_mode=rounding_mode)
 
 
-def _m_unfold(self, dimension, size, step):
-    return unfold(self, dimension, size, step)
-
-
 for _fn in (sort, argsort, topk, kthvalue, median, quantile, unique, nonzero, masked_select,
             masked_fill, cummax, cummin, logcumsumexp, scatter, scatter_reduce, take_along_dim,
             index_add, repeat_interleave, unflatten, isclose, lerp, copysign, floor_divide,
@@ -924,5 +904,4 @@ for _fn in (scatter, scatter_reduce, index_add):
     export(_in_place(_fn), _fn.__name__ + "_", public=False, method=True)
 export(div, method=_m_div)
 core.ops.div = _div_true     # the / operator keeps calling binary's div directly (hot path)
-export(_m_unfold, "unfold", public=False, method=True)
 del _fn

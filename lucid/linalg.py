@@ -13,6 +13,7 @@ differentiated through their parts. Ops with several differentiable outputs (``e
 LAPACK has no float16: the decompositions reject it, as torch does.
 """
 import collections
+import functools
 import operator
 import string
 
@@ -79,6 +80,19 @@ def _wrap(arr, dt):
     if arr.dtype != dt.numpy_dtype:
         arr = arr.astype(dt.numpy_dtype)
     return core.from_numpy(arr)
+
+
+def _host_only(fn, name):
+    """``fn`` computes through NumPy / LAPACK on the cpu: a gpu tensor among its
+    arguments raises lucid's cpu-only error naming ``name``, never a silent copy to the
+    host."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        for a in args + tuple(kwargs.values()):
+            if isinstance(a, Tensor) and a.is_cuda:
+                raise core._cpu_only_error(name)
+        return fn(*args, **kwargs)
+    return run
 
 
 def _float(x, fn, allow_half=False):
@@ -183,9 +197,15 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
     d1, d2 = _norm_dim(dim1, nd), _norm_dim(dim2, nd)
     if d1 == d2:
         raise ValueError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
-    arr = np.diagonal(x.numpy(force=True), offset, d1, d2).copy()
-    arr.flags.writeable = False     # a copy (torch's is a view): writes raise, never vanish
-    return _record(DiagonalBackward, _wrap(arr, x.dtype), (x,), (), (x.shape, offset, d1, d2))
+    offset = operator.index(offset)
+    base = x.numpy(force=True)
+    arr = np.diagonal(base, offset, d1, d2)      # NumPy's view is read-only; torch's is not
+    arr.flags.writeable = base.flags.writeable
+    y = core._view_of(x, arr)
+    if _need(x):
+        _py_attach(_py_node(DiagonalBackward), y, (x,), (), (x.shape, offset, d1, d2),
+                   view=True)
+    return y
 
 
 def _diag_scatter(src, shape, offset, d1, d2):
@@ -1166,6 +1186,19 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
         _py_attach(_py_node(LinalgSolveTriangularBackward), out, (A, B), (A, out),
                    (upper, left, unitriangular, tuple(A.shape), tuple(B.shape)))
     return out
+
+
+# The ops that compute through NumPy / LAPACK refuse gpu tensors by name; the others
+# (matmul, kron, tensordot, einsum, cross, vecdot, matrix_power, multi_dot) are
+# compositions of lucid ops and run on either device.
+for _name in ("trace", "diag", "diagonal", "diag_embed", "tril", "triu"):
+    globals()[_name] = _host_only(globals()[_name], _name)
+for _name in ("inv", "solve", "det", "slogdet", "logdet", "cholesky", "qr", "eigh", "eigvalsh",
+              "svd", "svdvals", "pinv", "matrix_rank", "lstsq", "vector_norm", "matrix_norm",
+              "norm", "solve_triangular"):
+    globals()[_name] = _host_only(globals()[_name], "linalg." + _name)
+core._mark_view_node(DiagonalBackward)
+del _name
 
 # lucid.trace, lucid.diag, ... (as torch); the LAPACK ops live in lucid.linalg only.
 for _fn in (trace, diag, diagonal, diag_embed, tril, triu):

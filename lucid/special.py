@@ -76,6 +76,13 @@ def _t(x):
     return x if isinstance(x, Tensor) else core.tensor(x)
 
 
+def _host_only(name, *xs):
+    """These functions compute through SciPy on the cpu: a gpu tensor raises lucid's
+    cpu-only error naming the function, never a silent copy to the host."""
+    if any(isinstance(x, Tensor) and x.is_cuda for x in xs):
+        raise core._cpu_only_error(f"special.{name}")
+
+
 def _compute_dtype(x):
     """(dtype of the result, numpy dtype to compute in)."""
     if not x.dtype.is_floating_point:
@@ -119,6 +126,7 @@ def _unary(name, forward, derivative, saves="x", doc=""):
 
     def op(input, ctx=None):
         x = _t(input)
+        _host_only(name, x)
         dt, comp = _compute_dtype(x)
         with np.errstate(all="ignore"):
             y = _result(forward(x.numpy(force=True).astype(comp, copy=False), ctx), dt)
@@ -169,6 +177,7 @@ psi = digamma
 def multigammaln(input, p):
     """The multivariate log-gamma of dimension ``p``."""
     x = _t(input)
+    _host_only("multigammaln", x)
     r = sum(lgamma(x - 0.5 * j) for j in range(int(p)))
     return r + p * (p - 1) / 4 * math.log(math.pi)
 
@@ -285,6 +294,7 @@ Xlog1pyBackward.schema_v1 = register("xlog1py", "Promote", 2, saves_input=True,
 
 
 def _xlog(input, other, log1p):
+    _host_only("xlog1py" if log1p else "xlogy", input, other)
     x = input if isinstance(input, Tensor) else None
     y = other if isinstance(other, Tensor) else None
     if x is None and y is None:

@@ -28,6 +28,7 @@ if not lucid.gpu_available():
     pytest.skip("MLX has no device here (set LUCID_MLX_DEVICE=cpu)", allow_module_level=True)
 
 import math  # noqa: E402
+import re  # noqa: E402
 
 RTOL = {"float32": 2e-5, "float64": 1e-9}
 # Rows whose gpu kernel is an MLX composition with a looser bound than MLX's builtins,
@@ -528,3 +529,108 @@ def test_module_moves_to_the_gpu_in_place_and_keeps_training():
     assert lin.weight.device == "gpu"
     np.testing.assert_array_equal(lin.weight.detach().cpu().numpy(),
                                   src.weight.detach().numpy())
+
+
+# -- ops that compute on the cpu only (NumPy / LAPACK / SciPy) name themselves on the gpu ------
+
+def _linalg_calls():
+    import lucid.linalg as LA
+    import lucid.special as SP
+    A = lambda: lucid.tensor(np.eye(3) * 2 + 0.1, dtype=lucid.float32)      # noqa: E731
+    v = lambda: lucid.tensor([0.2, 0.5, 0.9], dtype=lucid.float32)          # noqa: E731
+    def on(mod, n, arg):
+        return lambda d: getattr(mod, n)(arg().to(d))
+    calls = {f"linalg.{n}": on(LA, n, A)
+             for n in ("inv", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd",
+                       "svdvals", "pinv", "matrix_rank", "vector_norm", "matrix_norm", "norm")}
+    calls.update({
+        "linalg.solve": lambda d: LA.solve(A().to(d), A().to(d)),
+        "linalg.lstsq": lambda d: LA.lstsq(A().to(d), A().to(d)),
+        "linalg.solve_triangular": lambda d: LA.solve_triangular(A().to(d), A().to(d), upper=True),
+        "logdet": lambda d: lucid.logdet(A().to(d)),
+        "trace": lambda d: A().to(d).trace(), "tril": lambda d: lucid.tril(A().to(d)),
+        "triu": lambda d: lucid.triu(A().to(d)), "diag": lambda d: lucid.diag(v().to(d)),
+        "diagonal": lambda d: A().to(d).diagonal(), "diag_embed": lambda d: lucid.diag_embed(v().to(d)),
+        "special.xlogy": lambda d: lucid.xlogy(v().to(d), v().to(d)),
+        "special.xlog1py": lambda d: SP.xlog1py(2.0, v().to(d)),
+        "special.polygamma": lambda d: lucid.polygamma(1, v().to(d)),
+        "special.multigammaln": lambda d: SP.multigammaln(v().to(d) + 2, 2),
+    })
+    calls.update({f"special.{n}": on(SP, n, v)
+                  for n in ("digamma", "lgamma", "gammaln", "psi", "erfcx", "ndtr", "log_ndtr",
+                            "ndtri", "i0", "i0e", "i1", "i1e", "sinc", "entr")})
+    # compositions of lucid ops: they run on the gpu
+    gpu_ok = {
+        "linalg.matmul": lambda d: LA.matmul(A().to(d), A().to(d)),
+        "linalg.cross": lambda d: LA.cross(v().to(d), v().to(d)),
+        "linalg.vecdot": lambda d: LA.vecdot(v().to(d), v().to(d)),
+        "kron": lambda d: lucid.kron(A().to(d), A().to(d)),
+        "tensordot": lambda d: lucid.tensordot(A().to(d), A().to(d)),
+        "einsum": lambda d: lucid.einsum("ij,jk->ik", A().to(d), A().to(d)),
+        "linalg.matrix_power": lambda d: LA.matrix_power(A().to(d), 3),
+        "linalg.multi_dot": lambda d: LA.multi_dot([A().to(d), A().to(d), A().to(d)]),
+        "special.erf": lambda d: SP.erf(v().to(d)), "special.expit": lambda d: SP.expit(v().to(d)),
+        "special.logit": lambda d: SP.logit(v().to(d)),
+        "special.logsumexp": lambda d: SP.logsumexp(A().to(d), 0),
+    }
+    return calls, gpu_ok
+
+
+_CPU_ONLY, _GPU_OK = _linalg_calls()
+
+
+@pytest.mark.parametrize("name", sorted(_CPU_ONLY))
+def test_cpu_only_linalg_and_special_ops_name_themselves_on_the_gpu(name):
+    _CPU_ONLY[name]("cpu")      # it runs on the cpu
+    named = {"special.gammaln": "special.lgamma", "special.psi": "special.digamma",
+             "logdet": "linalg.logdet"}.get(name, name)      # aliases name the function
+    with pytest.raises(lucid.LucidError, match=f"lucid.{named} does not run on the gpu device; "
+                                               r"move its inputs with \.cpu\(\)"):
+        _CPU_ONLY[name]("gpu")
+
+
+@pytest.mark.parametrize("name", sorted(_GPU_OK))
+def test_linalg_and_special_compositions_run_on_the_gpu(name):
+    got, want = _GPU_OK[name]("gpu"), _GPU_OK[name]("cpu")
+    assert got.device == "gpu"
+    np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=2e-5, atol=1e-6)
+
+
+def test_float64_on_a_metal_gpu_error_names_the_op(monkeypatch):
+    from lucid._core import core
+    monkeypatch.setattr(core, "_mx_on_metal", lambda: True)     # stand in for Metal
+    x64, x32 = lucid.ones(2, dtype=lucid.float64), lucid.ones(2).gpu()
+    for call, op in [(lambda: x64.gpu(), "Tensor.gpu()"), (lambda: x64.to("gpu"), "Tensor.to()"),
+                     (lambda: x32.to(lucid.float64), "Tensor.to()"),
+                     (lambda: x32.double(), "Tensor.double()"),
+                     (lambda: lucid.zeros(2, dtype=lucid.float64, device="gpu"), "lucid.zeros()"),
+                     (lambda: lucid.randn(2, dtype=lucid.float64, device="gpu"), "lucid.randn()"),
+                     (lambda: lucid.tensor(np.ones(2), device="gpu"), "lucid.tensor()")]:
+        with pytest.raises(lucid.UnsupportedDTypeError,
+                           match=re.escape(op) + ": float64 is not available on the gpu"):
+            call()
+    assert x32.to("gpu").dtype is lucid.float32        # float32 stays allowed
+    monkeypatch.undo()
+    assert x64.gpu().dtype is lucid.float64           # MLX's CPU stream has float64
+
+
+@pytest.mark.parametrize("op", [lambda x: x.unfold(1, 2, 1), lambda x: x.unfold(-1, 2, 2),
+                                lambda x: x[0, 0].unfold(0, 1, 1), lambda x: x.select(1, 2),
+                                lambda x: lucid.unbind(x, 2)[1], lambda x: lucid.movedim(x, 0, 2),
+                                lambda x: lucid.swapaxes(x, 0, 1)])
+def test_new_view_ops_on_the_gpu_as_on_the_cpu(op):
+    a = np.random.default_rng(3).standard_normal((2, 3, 4)).astype(np.float32)
+    w = None
+    got = {}
+    for dev in ("cpu", "gpu"):
+        x = lucid.tensor(a, device=dev, requires_grad=True)
+        y = op(x)
+        if w is None:
+            w = np.random.default_rng(4).standard_normal(y.shape).astype(np.float32)
+        (y * lucid.tensor(w, device=dev)).sum().backward()
+        assert y.device == dev and x.grad.device == dev
+        got[dev] = (y.detach().cpu().numpy(), x.grad.cpu().numpy())
+    for g, c in zip(got["gpu"], got["cpu"]):
+        np.testing.assert_allclose(g, c, rtol=1e-6, atol=1e-6)
+    with pytest.raises(lucid.LucidError, match="view of a gpu tensor"):
+        op(lucid.tensor(a, device="gpu")).fill_(1.0)

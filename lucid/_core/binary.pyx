@@ -12,7 +12,8 @@ cimport numpy as cnp
 import numpy as np
 
 from lucid._core.core cimport *
-from lucid._core.core import LucidError, ShapeError, UnsupportedDTypeError, export, ops, register
+from lucid._core.core import (LucidError, ShapeError, UnsupportedDTypeError, _exact_scalar, export,
+                              ops, register)
 
 cnp.import_array()
 
@@ -739,10 +740,16 @@ cdef object _inplace(Tensor self, object other, int op):
                 raise ShapeError("fill_ takes a Python scalar or a one-element tensor")
             other = (<Tensor>other).item()
         if not _is_scalar(other):
-            raise TypeError(f"fill_ takes a number, got {type(other).__name__}")
+            raise TypeError(f"fill_(): value must be a number, got {type(other).__name__}")
+        if self._dtype.is_floating_point and isinstance(other, int):
+            try:
+                float(other)
+            except OverflowError:
+                raise OverflowError(f"fill_(): value {other} is too large for {self._dtype}") from None
         if not self._dtype.is_floating_point and isinstance(other, (float, np.floating)) and (
                 not np.isfinite(other) or other != int(other)):
-            raise UnsupportedDTypeError(f"cannot fill a {self._dtype} tensor with {other!r}")
+            raise UnsupportedDTypeError(f"fill_(): value {other!r} is not an integer, so it "
+                                        f"cannot fill a {self._dtype} tensor")
         if self._dtype.code in (DT_INT32, DT_INT64) and isinstance(other, (int, np.integer)) \
                 and not isinstance(other, bool):
             info = np.iinfo(self._dtype.numpy_dtype)

@@ -13,6 +13,8 @@ from cpython.buffer cimport PyBuffer_Release, PyObject_GetBuffer
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
+from libc.float cimport FLT_MAX
+from libc.math cimport INFINITY, fabs
 import builtins
 import enum
 import functools
@@ -593,8 +595,11 @@ cdef class Tensor:
             else:
                 dtype = a
         cdef Tensor y = self
+        cdef bint gpu = _check_device(device) if device is not None else self._mx is not None
+        if gpu:
+            _check_gpu_dtype(as_dtype(dtype) if dtype is not None else self._dtype, "Tensor.to()")
         if device is not None:
-            y = to_device(y, _check_device(device))
+            y = to_device(y, gpu)
         if dtype is not None:
             y = to_dtype(y, as_dtype(dtype), copy and y is self)
         elif copy and y is self:
@@ -605,6 +610,8 @@ cdef class Tensor:
         return to_dtype(self, float32, False)
 
     def double(self):
+        if self._mx is not None:
+            _check_gpu_dtype(float64, "Tensor.double()")
         return to_dtype(self, float64, False)
 
     def half(self):
@@ -628,6 +635,7 @@ cdef class Tensor:
 
     def gpu(self):
         """This tensor on the gpu device (MLX); itself if it is there."""
+        _check_gpu_dtype(self._dtype, "Tensor.gpu()")
         return to_device(self, True)
 
     def eval(self):
@@ -799,17 +807,22 @@ def _rebuild(data, dtype_name, requires_grad, device="cpu"):
     return t
 
 
+cdef object _INT64_MAX = 2**63 - 1
+
+
 cdef int _norm_dim(object dim, int ndim) except? -1:
-    cdef int d
+    if isinstance(dim, (bool, np.bool_)):
+        raise TypeError(f"dim must be an int, got bool {dim!r}")
     try:
-        d = dim.__index__()
+        dim = dim.__index__()
     except AttributeError:
         raise TypeError(f"dim must be an int, got {type(dim).__name__}") from None
     cdef int lo = -ndim if ndim > 0 else -1
     cdef int hi = ndim - 1 if ndim > 0 else 0
-    if d < lo or d > hi:
+    if dim < lo or dim > hi:
         raise IndexError(
-            f"dimension out of range (expected to be in range of [{lo}, {hi}], but got {d})")
+            f"dimension out of range (expected to be in range of [{lo}, {hi}], but got {dim})")
+    cdef int d = dim
     return d + ndim if d < 0 else (d if ndim > 0 else 0)
 
 
@@ -827,13 +840,46 @@ cdef object _np_alias(str fn, str torch_name, object torch_value, object torch_d
 cdef tuple _size_args(tuple args):
     """``zeros(2, 3)`` and ``zeros((2, 3))`` both mean the shape (2, 3)."""
     if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+        if isinstance(args[0], (str, bytes)) or not hasattr(args[0], "__iter__"):
+            raise TypeError(f"size must be a tuple of ints, got {type(args[0]).__name__}")
         args = tuple(args[0])
     for s in args:
-        if not isinstance(s, (int, np.integer)) or isinstance(s, bool):
-            raise TypeError(f"sizes must be integers, got {s!r}")
+        if not isinstance(s, (int, np.integer)) or isinstance(s, (bool, np.bool_)):
+            raise TypeError(f"size must be a tuple of ints, got {s!r} ({type(s).__name__})")
         if s < -1:
-            raise ValueError(f"negative dimension {s}")
+            raise ValueError(f"size: negative dimension {s}")
+        if s > _INT64_MAX:
+            raise OverflowError(f"size: dimension {s} does not fit in int64")
     return tuple(int(s) for s in args)
+
+
+def _int_arg(v, str fn, str name):
+    """``v``, the argument ``name`` of ``fn``, as a Python int: bools, floats and other
+    types raise a TypeError, ints beyond int64 an OverflowError, both naming it."""
+    if isinstance(v, Tensor) and (<Tensor>v)._data.size == 1 and \
+            (<Tensor>v)._dtype.code in (DT_INT32, DT_INT64):
+        v = (<Tensor>v).item()
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{fn}(): argument '{name}' must be an int, got {type(v).__name__}")
+    v = int(v)
+    if not -_INT64_MAX - 1 <= v <= _INT64_MAX:
+        raise OverflowError(f"{fn}(): argument '{name}' = {v} does not fit in int64")
+    return v
+
+
+def _float_arg(v, str fn, str name):
+    """``v``, the argument ``name`` of ``fn``, as a Python float: a real number (or a
+    one-element tensor); anything else raises a TypeError, an int too large for a
+    float an OverflowError, both naming it."""
+    if isinstance(v, Tensor) and (<Tensor>v)._data.size == 1:
+        v = (<Tensor>v).item()
+    if not _is_scalar(v):
+        raise TypeError(f"{fn}(): argument '{name}' must be a real number, got "
+                        f"{type(v).__name__}")
+    try:
+        return float(v)
+    except OverflowError:
+        raise OverflowError(f"{fn}(): argument '{name}' = {v} is too large for a float") from None
 
 
 # -- construction from Python data --------------------------------------------
@@ -856,6 +902,8 @@ cdef cnp.ndarray _array_from_data(object data, DType dt):
         a = np.array(data, copy=True)
     except (ValueError, TypeError, RecursionError, OverflowError) as e:
         raise ShapeError(f"could not build a tensor from this data: {e}") from None
+    if a.dtype.kind == "O":      # Python ints beyond int64 (NumPy keeps them as objects)
+        a = _from_big_ints(a, dt)
     if a.dtype.kind not in _NUMERIC_KINDS and a.dtype.num != _BF16_NUM:
         if a.dtype.kind == "c":
             raise UnsupportedDTypeError("lucid does not support complex numbers")
@@ -891,6 +939,24 @@ cdef cnp.ndarray _array_from_data(object data, DType dt):
         a = _cast_array(a, dt) if _half_kind(dt.typenum) >= 0 else a.astype(dt.numpy_dtype)
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
+    return a
+
+
+cdef cnp.ndarray _from_big_ints(cnp.ndarray a, DType dt):
+    """An object array holding ints too large for int64: a floating dtype takes them
+    as floats (as torch.tensor(2**70, dtype=float64)); otherwise they are an error."""
+    for v in a.flat:
+        if isinstance(v, int) and not isinstance(v, bool) and not \
+                -_INT64_MAX - 1 <= v <= _INT64_MAX:
+            if dt is None or not dt.is_floating_point:
+                raise OverflowError(
+                    f"lucid.tensor(): data holds the integer {v}, which does not fit in "
+                    "int64; write it as a float, or pass a floating dtype")
+            try:
+                return a.astype(np.float64)
+            except OverflowError:
+                raise OverflowError(f"lucid.tensor(): the integer {v} in data is too large "
+                                    f"for {dt}") from None
     return a
 
 
@@ -955,6 +1021,7 @@ def tensor(data, dtype=None, device="cpu", requires_grad=False):
     cdef Tensor t = _wrap(_array_from_data(data, dt), None)
     t._dtype = _dtype_of_array(t._data)
     if gpu:
+        _check_gpu_dtype(t._dtype, "lucid.tensor()")
         t = to_device(t, True)
     if requires_grad:
         t._set_requires_grad(True)
@@ -984,8 +1051,13 @@ cdef Tensor _as_tensor(object x):
         if (<Tensor>x)._mx is not None:
             raise _cpu_only(None)
         return <Tensor>x
+    if isinstance(x, int) and not -_INT64_MAX - 1 <= x <= _INT64_MAX:
+        raise OverflowError(f"the input must be a lucid Tensor or a number; the integer {x} "
+                            "does not fit in int64 (write it as a float)")
     if isinstance(x, (bool, int, float, list, tuple, np.ndarray, np.generic)):
         return tensor(x)
+    if isinstance(x, complex):
+        raise UnsupportedDTypeError(f"lucid does not support complex numbers, got {x!r}")
     raise TypeError(f"expected a lucid Tensor (or numeric data), got {type(x).__name__}")
 
 
@@ -1008,6 +1080,11 @@ cdef object _cpu_only(str op):
     what = f"lucid.{op}" if op else "this op"
     return LucidError(f"{what} does not run on the gpu device; move its inputs with .cpu() "
                       "(and the result back with .gpu())")
+
+
+def _cpu_only_error(str op):
+    """The error of a CPU-only op (``op``: its name after ``lucid.``) given gpu tensors."""
+    return _cpu_only(op)
 
 
 # -- the gpu device: tensors holding MLX arrays --------------------------------------
@@ -1065,17 +1142,25 @@ def gpu_available():
     return True
 
 
-cdef bint _mx_on_metal():
+def _mx_on_metal():
+    """Whether the gpu device runs on Metal (which has no float64). A Python function,
+    looked up when called, so that tests can stand in for a Metal device."""
     m = mlx()
     return m.default_device() == m.gpu and m.metal.is_available()
 
 
-cdef object mx_dtype(DType dt):
-    m = mlx()
+def _check_gpu_dtype(DType dt, str op):
+    """Raise, naming ``op``, if ``dt`` cannot live on the gpu device."""
     if dt is float64 and _mx_on_metal():
         raise UnsupportedDTypeError(
-            "float64 is not available on the gpu device (Metal has no float64); use "
+            f"{op}: float64 is not available on the gpu device (Metal has no float64); use "
             "float32 there, or keep float64 tensors on the cpu")
+
+
+cdef object mx_dtype(DType dt):
+    m = mlx()
+    if dt is float64:
+        _check_gpu_dtype(dt, "an op")
     return _MX_DTYPE[dt.code]
 
 
@@ -1962,7 +2047,13 @@ def are_deterministic_algorithms_enabled():
 cdef Tensor prepare(OpSchema s, object input):
     """The dispatcher's common front for one tensor input: validate it, apply the
     schema's integer rule and AMP policy. Returns the tensor the kernel computes on."""
-    cdef Tensor x = <Tensor>input if type(input) is Tensor else _as_tensor_dev(input)
+    cdef Tensor x
+    if type(input) is Tensor or isinstance(input, Tensor):
+        x = <Tensor>input
+    elif _is_scalar(input):
+        x = _as_tensor(input)
+    else:
+        x = _as_operand(input, s, "input")
     if x._data is _NO_STORAGE:
         _check_storage(x, f"{s.name}()'s input")
     if x._mx is not None and s.gpu is None:
@@ -2028,13 +2119,13 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
     elif _is_scalar(a):
         sa = a.item() if isinstance(a, np.generic) else a
     else:
-        ta = _as_tensor(a)
+        ta = _as_operand(a, s, "input")
     if type(b) is Tensor or isinstance(b, Tensor):
         tb = <Tensor>b
     elif _is_scalar(b):
         sb = b.item() if isinstance(b, np.generic) else b
     else:
-        tb = _as_tensor(b)
+        tb = _as_operand(b, s, "other")
     if ta is None and tb is None:
         raise TypeError(f"{s.name}(): expected at least one Tensor operand")
     if ta is not None and ta._data is _NO_STORAGE:
@@ -2078,8 +2169,14 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
                         and (ta is None or ta._dtype is dt) and (tb is None or tb._dtype is dt))
     cdef DType cdt = float32 if (_is_half_code(code) and s.node is not None
                                  and not native) else dt
+    if cdt is float32 and ta is not None and tb is None and s in _EXACT_SCALAR and \
+            _f32_inexact(sb):
+        cdt = float64        # e.g. x ** 1e-50: 0 at 0 and inf at inf, not x ** 0 = 1
     try:
-        if cdt is not dt:
+        if cdt is float64 and dt is float32:
+            oa = _operand(ta, sa, cdt)
+            ob = _operand(tb, sb, cdt)
+        elif cdt is not dt:
             # As PyTorch: each operand takes the half result dtype first (int32 65520 is
             # inf in float16), then the arithmetic runs in float32 and rounds once.
             with np.errstate(over="ignore"):
@@ -2090,8 +2187,8 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
             ob = _operand(tb, sb, float32 if native and tb is None else cdt)
     except OverflowError:
         raise OverflowError(
-            f"{s.name}(): the scalar {sa if ta is None else sb!r} does not fit in the "
-            f"result dtype {dt}") from None
+            f"{s.name}(): {'input' if ta is None else 'other'} = {sa if ta is None else sb!r} "
+            f"does not fit in the result dtype {dt}") from None
     try:
         r = s.cpu.run2(oa, ob, cdt, params)
     except ValueError as e:
@@ -2109,6 +2206,42 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
                                (tb is not None and tb._requires_grad)):
         record(s, out, (ta if ta is not None else sa, tb if tb is not None else sb), params)
     return out
+
+
+cdef set _EXACT_SCALAR = set()
+
+
+def _exact_scalar(OpSchema s):
+    """Declare that ``s`` reads a Python scalar second operand at its full precision:
+    a float32 result is then computed in float64 when float32 cannot hold the scalar
+    (pow: x ** 1e-50 is 0 at 0, (-2) ** 2.0000000009 is nan, x ** (1/3) is x's cube
+    root to float32 accuracy)."""
+    _EXACT_SCALAR.add(s)
+
+
+cdef bint _f32_inexact(object v) except -1:
+    """Whether the Python number ``v`` changes when rounded to float32."""
+    cdef double d
+    if v is None or isinstance(v, bool):
+        return False
+    try:
+        d = v
+    except OverflowError:
+        return True
+    if d != d or d == INFINITY or d == -INFINITY:
+        return False
+    return fabs(d) > FLT_MAX or <double>(<float>d) != d
+
+
+cdef Tensor _as_operand(object x, OpSchema s, str name):
+    """``x``, argument ``name`` of ``s`` (not a Tensor or a scalar), as a tensor; what
+    cannot be numeric data raises naming both."""
+    if x is None or isinstance(x, (str, bytes)) or not (
+            isinstance(x, (list, tuple, np.ndarray, np.generic, complex)) or
+            hasattr(x, "__array__") or hasattr(x, "__array_interface__")):
+        raise TypeError(f"{s.name}(): {name} must be a lucid Tensor or a number, got "
+                        f"{type(x).__name__}")
+    return _as_tensor(x)
 
 
 cdef Tensor _gpu_unary(OpSchema s, Tensor x, object params):
@@ -2279,8 +2412,8 @@ cdef Py_ssize_t _PIECE_MIN = 1 << 13
 
 
 cdef int _check_threads(object n, str what) except -1:
-    if isinstance(n, bool):
-        raise TypeError(f"{what} must be an int, got bool")
+    if isinstance(n, bool) or not hasattr(n, "__index__"):
+        raise TypeError(f"{what} must be an int, got {type(n).__name__}")
     n = operator.index(n)
     if n < 1 or n > LUCID_POOL_MAX_THREADS:
         raise ValueError(f"{what} must be between 1 and {LUCID_POOL_MAX_THREADS}, got {n}")
@@ -2778,15 +2911,29 @@ cdef class PyNode(Node):
         return self._next[i][0] is not None
 
 
-def _py_attach(PyNode node, Tensor out, tuple inputs, tuple saved=(), ctx=None):
+def _py_attach(PyNode node, Tensor out, tuple inputs, tuple saved=(), ctx=None, bint view=False):
     """Record ``node`` (a fresh PyNode subclass instance from _py_node) as ``out``'s
     grad_fn: one edge per input (non-tensors and tensors without grad get none), and the
-    saved tensors (``out`` itself is saved as an output, without a reference cycle)."""
+    saved tensors (``out`` itself is saved as an output, without a reference cycle).
+    ``view``: ``out`` is a view (from _view_of), so a later write to its memory through
+    another tensor invalidates this history."""
     node._next = tuple([_edge(<Tensor>t) if isinstance(t, Tensor) else _NO_EDGE for t in inputs])
     node._saved_py = [_save(<Tensor>t, t is out) for t in saved]
     node.ctx = ctx
-    _set_history(out, node)
+    if view:
+        _record_view(out, node)
+    else:
+        _set_history(out, node)
     return node
+
+
+def _view_of(Tensor x not None, cnp.ndarray arr not None, mx=None):
+    """For view ops written in Python: a tensor around ``arr``, a view of x's memory
+    (for a gpu tensor, of its shape-only array, with the values ``mx``), sharing x's
+    version counter."""
+    cdef Tensor y = _view(x, arr)
+    y._mx = mx
+    return y
 
 
 def _py_node(type cls):

@@ -5,7 +5,8 @@ cimport numpy as cnp
 import numpy as np
 
 from lucid._core.core cimport *
-from lucid._core.core import LucidError, ShapeError, UnsupportedDTypeError, export, ops, register
+from lucid._core.core import (LucidError, ShapeError, UnsupportedDTypeError, _check_gpu_dtype,
+                              _float_arg, _int_arg, export, ops, register)
 
 cnp.import_array()
 
@@ -25,7 +26,11 @@ class Generator:
         self._rng = np.random.Generator(np.random.PCG64(self._seed))
 
     def manual_seed(self, seed):
-        seed = int(seed)
+        if isinstance(seed, (bool, float, np.bool_, np.floating)):      # as torch: int(seed)
+            if not np.isfinite(seed):
+                raise ValueError(f"manual_seed(): argument 'seed' must be finite, got {seed}")
+            seed = int(seed)
+        seed = _int_arg(seed, "manual_seed", "seed")
         if seed < 0:
             raise ValueError(f"seed must be non-negative, got {seed}")
         self._seed = seed
@@ -67,11 +72,12 @@ def initial_seed():
     return _default_generator.initial_seed()
 
 
-cdef Tensor _finish(cnp.ndarray a, DType dt, object requires_grad, object dev):
-    """The new tensor on its device: made on the CPU, one copy to the gpu (so that
-    random tensors hold the same values on both devices for one seed)."""
+cdef Tensor _finish(cnp.ndarray a, DType dt, object requires_grad, object dev, str op):
+    """The new tensor (made by lucid.``op``) on its device: made on the CPU, one copy to
+    the gpu (so that random tensors hold the same values on both devices for one seed)."""
     cdef Tensor t = _wrap(a, dt)
     if _check_device(dev):
+        _check_gpu_dtype(dt, f"lucid.{op}()")
         t = to_device(t, True)
     if requires_grad:
         t._set_requires_grad(True)
@@ -85,19 +91,22 @@ cdef inline DType _dt_or(object dtype, DType default):
 def zeros(*size, dtype=None, device="cpu", requires_grad=False):
     """A tensor of zeros; ``zeros(2, 3)`` or ``zeros((2, 3))``."""
     cdef DType dt = _dt_or(dtype, float32)
-    return _finish(np.zeros(_size_args(size), dtype=dt.numpy_dtype), dt, requires_grad, device)
+    return _finish(np.zeros(_size_args(size), dtype=dt.numpy_dtype),
+                   dt, requires_grad, device, "zeros")
 
 
 def ones(*size, dtype=None, device="cpu", requires_grad=False):
     """A tensor of ones."""
     cdef DType dt = _dt_or(dtype, float32)
-    return _finish(np.ones(_size_args(size), dtype=dt.numpy_dtype), dt, requires_grad, device)
+    return _finish(np.ones(_size_args(size), dtype=dt.numpy_dtype),
+                   dt, requires_grad, device, "ones")
 
 
 def empty(*size, dtype=None, device="cpu", requires_grad=False):
     """An uninitialised tensor."""
     cdef DType dt = _dt_or(dtype, float32)
-    return _finish(np.empty(_size_args(size), dtype=dt.numpy_dtype), dt, requires_grad, device)
+    return _finish(np.empty(_size_args(size), dtype=dt.numpy_dtype),
+                   dt, requires_grad, device, "empty")
 
 
 cdef DType _dtype_of_value(object v):
@@ -109,28 +118,34 @@ cdef DType _dtype_of_value(object v):
         return int64
     if isinstance(v, (float, np.floating)):
         return float32
-    raise TypeError(f"fill value must be a number, got {type(v).__name__}")
+    raise TypeError(f"full(): fill_value must be a number, got {type(v).__name__}")
 
 
-cdef object _fill_value(object v, DType dt, str fn):
-    """``v`` checked against ``dt``, as PyTorch: an integer dtype refuses nan, inf and
-    values outside its range (NumPy would store INT64_MIN or wrap); finite floats are
-    truncated toward zero."""
+cpdef object _fill_value(object v, DType dt, str fn, str name="fill_value"):
+    """``v`` (argument ``name`` of ``fn``) checked against ``dt``, as PyTorch: an integer
+    dtype refuses nan, inf and values outside its range (NumPy would store INT64_MIN or
+    wrap); finite floats are truncated toward zero."""
     if isinstance(v, Tensor):
         _check_storage(<Tensor>v, f"{fn}()'s fill_value")
         if cnp.PyArray_SIZE((<Tensor>v)._data) != 1:
-            raise ShapeError(f"{fn}(): fill_value must be a number or a one-element tensor")
+            raise ShapeError(f"{fn}(): {name} must be a number or a one-element tensor")
         v = (<Tensor>v)._data.item()
     if not _is_scalar(v):
-        raise TypeError(f"{fn}(): fill_value must be a number, got {type(v).__name__}")
+        raise TypeError(f"{fn}(): {name} must be a number, got {type(v).__name__}")
+    if dt.is_floating_point and isinstance(v, int):
+        try:
+            float(v)
+        except OverflowError:
+            raise OverflowError(f"{fn}(): {name} {v} is too large for {dt}") from None
     if dt.code == DT_INT32 or dt.code == DT_INT64:
         info = np.iinfo(dt.numpy_dtype)
         if isinstance(v, (float, np.floating)):
             if not np.isfinite(v):
-                raise OverflowError(f"{fn}(): value {v} cannot be converted to {dt} without overflow")
+                raise OverflowError(f"{fn}(): {name} {v} cannot be converted to {dt} without "
+                                    "overflow")
             v = int(v)
         if not info.min <= v <= info.max:
-            raise OverflowError(f"{fn}(): value {v} cannot be converted to {dt} without overflow")
+            raise OverflowError(f"{fn}(): {name} {v} cannot be converted to {dt} without overflow")
     return v
 
 
@@ -139,28 +154,32 @@ def full(size, fill_value, *, dtype=None, device="cpu", requires_grad=False):
     cdef DType dt = _dt_or(dtype, _dtype_of_value(fill_value))
     fill_value = _fill_value(fill_value, dt, "full")
     shape = _size_args((size,)) if not isinstance(size, (int, np.integer)) else (int(size),)
-    return _finish(np.full(shape, fill_value, dtype=dt.numpy_dtype), dt, requires_grad, device)
+    return _finish(np.full(shape, fill_value, dtype=dt.numpy_dtype),
+                   dt, requires_grad, device, "full")
 
 
 def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
     cdef Tensor x = _as_tensor_dev(input)
     cdef DType dt = _dt_or(dtype, x._dtype)
     device = x.device if device is None else device
-    return _finish(np.zeros(_shp(x._data), dtype=dt.numpy_dtype), dt, requires_grad, device)
+    return _finish(np.zeros(_shp(x._data), dtype=dt.numpy_dtype),
+                   dt, requires_grad, device, "zeros_like")
 
 
 def ones_like(input, *, dtype=None, device=None, requires_grad=False):
     cdef Tensor x = _as_tensor_dev(input)
     cdef DType dt = _dt_or(dtype, x._dtype)
     device = x.device if device is None else device
-    return _finish(np.ones(_shp(x._data), dtype=dt.numpy_dtype), dt, requires_grad, device)
+    return _finish(np.ones(_shp(x._data), dtype=dt.numpy_dtype),
+                   dt, requires_grad, device, "ones_like")
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad=False):
     cdef Tensor x = _as_tensor_dev(input)
     cdef DType dt = _dt_or(dtype, x._dtype)
     device = x.device if device is None else device
-    return _finish(np.empty(_shp(x._data), dtype=dt.numpy_dtype), dt, requires_grad, device)
+    return _finish(np.empty(_shp(x._data), dtype=dt.numpy_dtype),
+                   dt, requires_grad, device, "empty_like")
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):
@@ -169,7 +188,7 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False
     device = x.device if device is None else device
     fill_value = _fill_value(fill_value, dt, "full_like")
     return _finish(np.full(_shp(x._data), fill_value, dtype=dt.numpy_dtype), dt,
-                   requires_grad, device)
+                   requires_grad, device, "full_like")
 
 
 def arange(start, end=None, step=1, *, dtype=None, device="cpu", requires_grad=False):
@@ -177,9 +196,11 @@ def arange(start, end=None, step=1, *, dtype=None, device="cpu", requires_grad=F
     int64 when every argument is an integer, else float32 (as PyTorch)."""
     if end is None:
         start, end = 0, start
-    for v in (start, end, step):
+    for name, v in (("start", start), ("end", end), ("step", step)):
         if not _is_scalar(v):
-            raise TypeError(f"arange() takes numbers, got {type(v).__name__}")
+            raise TypeError(f"arange(): argument '{name}' must be a number, got {type(v).__name__}")
+        if isinstance(v, (float, np.floating)) and not np.isfinite(v):
+            raise ValueError(f"arange(): argument '{name}' must be finite, got {v}")
     if step == 0:
         raise ValueError("arange(): step must be nonzero")
     if (end - start) * step < 0:
@@ -189,23 +210,35 @@ def arange(start, end=None, step=1, *, dtype=None, device="cpu", requires_grad=F
         and isinstance(step, (int, np.integer))
     cdef DType dt = _dt_or(dtype, int64 if all_int else float32)
     # Computed in float64 (or int64) and then cast, so float32 ranges have PyTorch's length.
-    a = np.arange(start, end, step, dtype=np.int64 if all_int else np.float64)
-    return _finish(a.astype(dt.numpy_dtype, copy=False), dt, requires_grad, device)
+    try:
+        a = np.arange(start, end, step, dtype=np.int64 if all_int else np.float64)
+    except (ValueError, OverflowError) as e:     # more elements than an array can hold
+        raise ValueError(f"arange(): start={start}, end={end}, step={step} give too many "
+                         f"elements ({e})") from None
+    return _finish(a.astype(dt.numpy_dtype, copy=False), dt, requires_grad, device, "arange")
 
 
 def linspace(start, end, steps, *, dtype=None, device="cpu", requires_grad=False):
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
     cdef DType dt = _dt_or(dtype, float32)
+    start = _float_arg(start, "linspace", "start")
+    end = _float_arg(end, "linspace", "end")
+    steps = _int_arg(steps, "linspace", "steps")
     if steps < 0:
-        raise ValueError("linspace(): number of steps must be non-negative")
-    a = np.linspace(start, end, int(steps), dtype=np.float64)
-    return _finish(a.astype(dt.numpy_dtype), dt, requires_grad, device)
+        raise ValueError(f"linspace(): argument 'steps' must be non-negative, got {steps}")
+    a = np.linspace(start, end, steps, dtype=np.float64)
+    return _finish(a.astype(dt.numpy_dtype), dt, requires_grad, device, "linspace")
 
 
 def eye(n, m=None, *, dtype=None, device="cpu", requires_grad=False):
     """The n x m identity matrix."""
     cdef DType dt = _dt_or(dtype, float32)
-    return _finish(np.eye(n, m, dtype=dt.numpy_dtype), dt, requires_grad, device)
+    n = _int_arg(n, "eye", "n")
+    m = n if m is None else _int_arg(m, "eye", "m")
+    for name, v in (("n", n), ("m", m)):
+        if v < 0:
+            raise ValueError(f"eye(): argument '{name}' must be non-negative, got {v}")
+    return _finish(np.eye(n, m, dtype=dt.numpy_dtype), dt, requires_grad, device, "eye")
 
 
 cdef object _gen(object generator):
@@ -242,7 +275,7 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device="
         raise ValueError(f"randint(): high - 1 = {high - 1} is out of bounds for {dt}")
     a = _gen(generator).integers(low, high, size=_size_args((size,)) if not isinstance(
         size, (int, np.integer)) else (int(size),), dtype=np.int64)
-    return _finish(a.astype(dt.numpy_dtype, copy=False), dt, requires_grad, device)
+    return _finish(a.astype(dt.numpy_dtype, copy=False), dt, requires_grad, device, "randint")
 
 
 # The values randint can draw for each dtype (floats: those of the int64 draw).
@@ -252,10 +285,10 @@ _RANDINT_RANGE = {"bool_": (0, 1), "int32": (-2**31, 2**31 - 1), "int64": (-2**6
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device="cpu",
            requires_grad=False):
     """Normal samples; ``mean`` and ``std`` may be numbers or tensors (broadcast)."""
-    m = (<Tensor>mean)._data if isinstance(mean, Tensor) else mean
-    s = (<Tensor>std)._data if isinstance(std, Tensor) else std
-    if np.any(np.asarray(s) < 0):
-        raise ValueError("normal(): std must be non-negative")
+    m = (<Tensor>mean)._data if isinstance(mean, Tensor) else _float_arg(mean, "normal", "mean")
+    s = (<Tensor>std)._data if isinstance(std, Tensor) else _float_arg(std, "normal", "std")
+    if not np.all(np.asarray(s) >= 0):
+        raise ValueError(f"normal(): argument 'std' must be non-negative (and not nan)")
     cdef DType dt
     if dtype is not None:
         dt = as_dtype(dtype)
@@ -272,7 +305,8 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device="
     else:
         shape = np.broadcast_shapes(np.shape(m), np.shape(s))
     z = _gen(generator).standard_normal(shape)
-    return _finish(_as_ndarray(m + s * z).astype(dt.numpy_dtype), dt, requires_grad, device)
+    return _finish(_as_ndarray(m + s * z).astype(dt.numpy_dtype),
+                   dt, requires_grad, device, "normal")
 
 
 def rand(*size, generator=None, dtype=None, device="cpu", requires_grad=False):
@@ -282,7 +316,7 @@ def rand(*size, generator=None, dtype=None, device="cpu", requires_grad=False):
         raise UnsupportedDTypeError(f"rand() needs a floating dtype, got {dt}")
     a = _gen(generator).random(_size_args(size),
                                dtype=np.float64 if dt is float64 else np.float32)
-    return _finish(a.astype(dt.numpy_dtype, copy=False), dt, requires_grad, device)
+    return _finish(a.astype(dt.numpy_dtype, copy=False), dt, requires_grad, device, "rand")
 
 
 def randn(*size, generator=None, dtype=None, device="cpu", requires_grad=False):
@@ -292,7 +326,7 @@ def randn(*size, generator=None, dtype=None, device="cpu", requires_grad=False):
         raise UnsupportedDTypeError(f"randn() needs a floating dtype, got {dt}")
     a = _gen(generator).standard_normal(_size_args(size),
                                         dtype=np.float64 if dt is float64 else np.float32)
-    return _finish(a.astype(dt.numpy_dtype, copy=False), dt, requires_grad, device)
+    return _finish(a.astype(dt.numpy_dtype, copy=False), dt, requires_grad, device, "randn")
 
 
 for _fn in (zeros_like, ones_like, empty_like, full_like):

@@ -143,8 +143,10 @@ UNARY = [
          "Hyperbolic tangent."),
     _row("asinh", "Promote", "x", ("asinhf", "asinh"), "g / SQRT(x * x + (T)1)",
          "g / sqrt(x * x + 1)", "Inverse hyperbolic sine."),
-    _row("acosh", "Promote", "x", ("acoshf", "acosh"), "g / SQRT((x - (T)1) * (x + (T)1))",
-         "g / sqrt((x - 1) * (x + 1))", "Inverse hyperbolic cosine."),
+    # (x - 1)(x + 1) keeps its accuracy near 1; + 0 turns the -0 at x = -1 into +0, so
+    # the gradient there is +inf (as 1 / sqrt(x^2 - 1)), not -inf.
+    _row("acosh", "Promote", "x", ("acoshf", "acosh"), "g / SQRT((x - (T)1) * (x + (T)1) + (T)0)",
+         "g / sqrt((x - 1) * (x + 1) + 0.0)", "Inverse hyperbolic cosine."),
     _row("atanh", "Promote", "x", ("atanhf", "atanh"), "g / ((T)1 - x * x)",
          "g / (1 - x * x)", "Inverse hyperbolic tangent."),
     # -- error function family -------------------------------------------------------
@@ -265,6 +267,8 @@ ACCELERATE = {
 #   grad_b    ``p`` (the op's parameter: add/sub's alpha); what the node saves follows
 #             from the names these read
 #   int_rule  "keep" (integers compute as integers) or "float" (as the default float)
+#   exact_scalar  a Python scalar second operand is read at full precision: a float32
+#             result is computed in float64 when float32 cannot hold the scalar
 #   method    also a Tensor method
 #   torch     the torch function name
 #   doc       the docstring
@@ -283,9 +287,10 @@ MLX_BINARY = {
 
 
 def _bin(name, ufunc, grad_a, grad_b, doc, c=False, amp="Promote", int_rule="keep",
-         method=True, torch=None):
+         method=True, torch=None, exact_scalar=False):
     return dict(name=name, amp=amp, ufunc=ufunc, c=c, grad_a=grad_a, grad_b=grad_b,
                 int_rule=int_rule, method=method, torch=torch or name, doc=doc,
+                exact_scalar=exact_scalar,
                 mlx=MLX_BINARY.get(name, f"mx.{ufunc}(a, b)"))
 
 
@@ -297,8 +302,9 @@ BINARY = [
     _bin("div", "true_divide", "g / b", "-g * a / (b * b)",
          "True division input / other; integer inputs give float32.", int_rule="float"),
     _bin("pow", "power", "_pow_grad_a(g, a, b)", "_pow_grad_b(g, a, b, out)",
-         "input ** exponent; either may be a tensor or a Python scalar.", c=True,
-         amp="ForceFP32"),
+         "input ** exponent; either may be a tensor or a Python scalar (a Python exponent "
+         "is used at its full precision: x ** 1e-50 is 0 at 0).", c=True,
+         amp="ForceFP32", exact_scalar=True),
     _bin("maximum", "maximum", "where(a < b, 0.0, where(a == b, g * 0.5, g))",
          "where(a > b, 0.0, where(a == b, g * 0.5, g))",
          "Element-wise maximum (nan if either is nan); ties split the gradient evenly.", c=True),

@@ -706,6 +706,14 @@ cdef class StdBackward(ReduceBackward):
         return ops.where(yk == 0, 0.0, self._k(g) * dev / (safe * self._denom))
 
 
+cdef object _var_arr(object a, tuple axes, bint keepdim, double denom, bint is_std):
+    """Two passes (the mean, then the squared deviations) in ``a``'s dtype."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        m = np.mean(a, axis=axes, keepdims=True)
+        v = np.sum((a - m) ** 2, axis=axes, keepdims=keepdim) / a.dtype.type(denom)
+        return np.sqrt(v) if is_std else v
+
+
 cdef object _var_std(object input, object dim, object unbiased, bint keepdim, object correction,
                      bint is_std):
     cdef OpSchema s = _S_std if is_std else _S_var
@@ -736,10 +744,11 @@ cdef object _var_std(object input, object dim, object unbiased, bint keepdim, ob
         y = _out_mx(mx_.sqrt(v) if is_std else v, x._dtype)
     else:
         a = _compute_arr(x)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            m = np.mean(a, axis=axes, keepdims=True)
-            v = np.sum((a - m) ** 2, axis=axes, keepdims=keepdim) / a.dtype.type(denom)
-            r = np.sqrt(v) if is_std else v
+        r = _var_arr(a, axes, keepdim, denom, is_std)
+        if a.dtype == np.float32 and not np.isfinite(r).all():
+            # float32 squares overflow above 1.8e19 (std([0, 3.4e38]) is 2.4e38): again
+            # in float64, as PyTorch accumulates float32 moments in double
+            r = _var_arr(a.astype(np.float64), axes, keepdim, denom, is_std)
         y = _wrap(_store(r, x._dtype), x._dtype)
     cdef Node node
     if _recording(x):
@@ -931,6 +940,15 @@ cdef class CumsumBackward(ReduceBackward):
         return _sum(g, d, True) - cumsum(g, d) + g
 
 
+cdef object _cum_acc(DType dt):
+    """The dtype a cumulative sum or product of ``dt`` runs in: float64 for float32, as
+    PyTorch (cumprod([3.4e38, 3.4e38, 0]) ends in 0, not inf * 0 = nan), float32 for
+    the half dtypes."""
+    if dt.code == DT_FLOAT32:
+        return np.float64
+    return np.float32 if _is_half_code(dt.code) else dt.numpy_dtype
+
+
 def cumsum(input, dim=None, *, dtype=None, axis=None):
     """Cumulative sum along ``dim``."""
     dim = _np_alias("cumsum", "dim", dim, None, "axis", axis)
@@ -946,8 +964,7 @@ def cumsum(input, dim=None, *, dtype=None, axis=None):
         y = _out_mx(mlx().cumsum(a, axis=d) if cnp.PyArray_NDIM(x._data) else a, out_dt)
     else:
         a = _compute_arr(x)
-        r = np.cumsum(a, axis=d if a.ndim else None,
-                      dtype=np.float32 if _is_half_code(out_dt.code) else out_dt.numpy_dtype).reshape(_shp(a))
+        r = np.cumsum(a, axis=d if a.ndim else None, dtype=_cum_acc(out_dt)).reshape(_shp(a))
         y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_cumsum, y, (x,), ((d,), True))
@@ -1028,8 +1045,7 @@ def cumprod(input, dim=None, *, dtype=None, axis=None):
         y = _out_mx(mlx().cumprod(a, axis=d) if cnp.PyArray_NDIM(x._data) else a, out_dt)
     else:
         a = _compute_arr(x)
-        r = np.cumprod(a, axis=d if a.ndim else None,
-                       dtype=np.float32 if _is_half_code(out_dt.code) else out_dt.numpy_dtype).reshape(_shp(a))
+        r = np.cumprod(a, axis=d if a.ndim else None, dtype=_cum_acc(out_dt)).reshape(_shp(a))
         y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_cumprod, y, (x,), ((d,), True))

@@ -140,6 +140,7 @@ cdef class ReshapeBackward(Node):
     """Backward of reshape/view: the gradient reshaped back to the input's shape."""
     schema_v1 = register("reshape", "KeepInput", 1)
     cdef tuple _in_shape
+    cdef readonly bint aliases          # the result is a view of the input (not a copy)
 
     def grad_formula_impl(self, g):
         return reshape(g, self._in_shape)
@@ -157,14 +158,18 @@ def reshape(input, shape):
     cdef Tensor y = _wrap(arr, x._dtype)
     if x._mx is not None:      # arr: a view of x's shape-only array (so a view, as above)
         y._mx = mlx().reshape(x._mx, _shp(arr))
-    if arr.base is not None:
+    # A copy NumPy made (of a non-contiguous input) can still have a base: its own buffer.
+    cdef bint aliases = arr.base is not None and (x._mx is not None or
+                                                  np.may_share_memory(arr, x._data))
+    if aliases:
         y._vc = x._get_vc()     # a view: in-place writes to either show in both
     cdef ReshapeBackward node
     if grad_enabled() and x._requires_grad:
         node = ReshapeBackward.__new__(ReshapeBackward)
         node._next = (_edge(x),)
         node._in_shape = _shp(x._data)
-        if arr.base is not None:
+        node.aliases = aliases
+        if aliases:
             _record_view(y, node)      # a view: a later write to its memory must invalidate it
         else:
             _set_history(y, node)
@@ -601,6 +606,141 @@ def chunk(input, chunks, dim=0, *, axis=None):
         raise ShapeError("chunk() expects at least a 1-dimensional tensor")
     size = _shp(x._data)[_norm_dim(dim, nd)]
     return split(x, (size + chunks - 1) // chunks, dim)
+
+
+def select(input, dim, index):
+    """The slice at ``index`` along ``dim``, which is removed (``x.select(1, i)`` is
+    ``x[:, i]``). A view."""
+    cdef Tensor x = _as_tensor_dev(input)
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    if nd == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor")
+    cdef int d = _norm_dim(dim, nd)
+    if isinstance(index, (bool, np.bool_)):
+        raise TypeError(f"select(): index must be an int, got {index!r}")
+    size = _shp(x._data)[d]
+    i = operator.index(index)
+    if not -size <= i < size:
+        raise IndexError(f"select(): index {i} out of range for tensor of size {size} at "
+                         f"dimension {d}")
+    return _getitem(x, (slice(None),) * d + (i,))
+
+
+def unbind(input, dim=0):
+    """The slices along ``dim``, each without that dim: a tuple of views."""
+    cdef Tensor x = _as_tensor_dev(input)
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    if nd == 0:
+        raise IndexError("unbind() cannot be applied to a 0-dim tensor")
+    cdef int d = _norm_dim(dim, nd)
+    return tuple(_getitem(x, (slice(None),) * d + (i,)) for i in range(_shp(x._data)[d]))
+
+
+def movedim(input, source, destination):
+    """Dims ``source`` (an int or a sequence) moved to positions ``destination``, the
+    others keeping their order. A view."""
+    cdef Tensor x = _as_tensor_dev(input)
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    src = _int_tuple(source, "movedim(): source")
+    dst = _int_tuple(destination, "movedim(): destination")
+    if len(src) != len(dst):
+        raise ValueError(f"movedim(): source {list(src)} and destination {list(dst)} must "
+                         "name the same number of dims")
+    src = tuple(_norm_dim(d, nd) for d in src)
+    dst = tuple(_norm_dim(d, nd) for d in dst)
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ValueError(f"movedim(): repeated dim in source {list(src)} or destination "
+                         f"{list(dst)}")
+    perm = [-1] * nd
+    for s_, d_ in zip(src, dst):
+        perm[d_] = s_
+    rest = iter(d_ for d_ in range(nd) if d_ not in src)
+    return _permute(x, tuple(p if p >= 0 else next(rest) for p in perm))
+
+
+def moveaxis(input, source, destination):
+    return movedim(input, source, destination)
+
+
+def swapaxes(input, axis0, axis1):
+    return transpose(input, axis0, axis1)
+
+
+def swapdims(input, dim0, dim1):
+    return transpose(input, dim0, dim1)
+
+
+# -- unfold: sliding windows --------------------------------------------------------------
+
+cdef class UnfoldBackward(Node):
+    """Backward of unfold: each window's gradient added back where the window was read
+    (windows overlap when step < size)."""
+    schema_v1 = register("unfold", "KeepInput", 1)
+    cdef tuple _in_shape
+    cdef int _dim, _size, _step
+
+    def grad_formula_impl(self, g):
+        cdef int d = self._dim
+        shape = self._in_shape
+        if len(shape) == 0:
+            return reshape(g, ()) if self._size else _zeros_like_dev((), (<Tensor>g)._dtype, g)
+        nd = len(shape)
+        nw = _shp((<Tensor>g)._data)[d]
+        # windows back next to their dim, then one run of nw * size entries along it
+        g = movedim(g, nd, d + 1)
+        g = reshape(g, shape[:d] + (nw * self._size,) + shape[d + 1:])
+        idx = (np.arange(nw)[:, None] * self._step + np.arange(self._size)).reshape(-1)
+        if (<Tensor>g)._mx is not None:
+            idx = mlx().array(idx)
+        cdef Tensor z = _zeros_like_dev(shape, (<Tensor>g)._dtype, <Tensor>g)
+        _index_put(z, (slice(None),) * d + (idx,), True, g, True)
+        return z
+
+
+def unfold(input, dimension, size, step):
+    """Windows of ``size`` entries every ``step`` along ``dimension``: that dim becomes the
+    window count and a last dim of ``size`` is appended. A view; overlapping windows
+    (step < size) are read-only, since one write would land in several windows."""
+    cdef Tensor x = _as_tensor_dev(input)
+    cdef int nd = cnp.PyArray_NDIM(x._data)
+    cdef int d = _norm_dim(dimension, nd)
+    for name, v in (("size", size), ("step", step)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"unfold(): argument '{name}' must be an int, got "
+                            f"{type(v).__name__}")
+    n = _shp(x._data)[d] if nd else 1
+    if not 0 <= size <= n:
+        raise ShapeError(f"unfold(): maximum size for tensor at dimension {d} is {n} but size "
+                         f"is {size}")
+    if step <= 0:
+        raise ValueError(f"unfold(): step is {step} but must be > 0")
+    if nd == 0:        # as torch: a 0-d tensor unfolds to its first `size` (0 or 1) entries
+        arr = x._data.reshape(1)[:size]
+    else:
+        arr = np.lib.stride_tricks.sliding_window_view(x._data, size, axis=d,
+                                                       writeable=step >= size)
+        arr = arr[(slice(None),) * d + (slice(None, None, step),)]
+    cdef Tensor y
+    if x._mx is None:
+        y = _view(x, arr)
+    elif nd == 0:
+        y = _gview(x, arr, x._mx.reshape(1)[:size])
+    else:
+        nw = _shp(arr)[d]
+        idx = (np.arange(nw)[:, None] * step + np.arange(size)).reshape(-1)
+        r = mlx().take(x._mx, mlx().array(idx), axis=d)
+        r = r.reshape(_shp(x._data)[:d] + (nw, size) + _shp(x._data)[d + 1:])
+        y = _gview(x, arr, mlx().moveaxis(r, d + 1, -1))
+    cdef UnfoldBackward node
+    if grad_enabled() and x._requires_grad:
+        node = UnfoldBackward.__new__(UnfoldBackward)
+        node._next = (_edge(x),)
+        node._in_shape = _shp(x._data)
+        node._dim = d
+        node._size = size
+        node._step = step
+        _record_view(y, node)
+    return y
 
 
 # -- flip / roll / tile / repeat ----------------------------------------------------------
@@ -1465,6 +1605,9 @@ def _m_view(self, *shape):
     """``x.view(shape)``: always a view sharing x's memory, as PyTorch; a layout that
     would need a copy raises (a silent copy would make writes through it vanish)."""
     cdef Tensor x = _as_tensor_dev(self)
+    if len(shape) == 1 and isinstance(shape[0], DType):
+        raise TypeError(f"view(dtype) (reinterpreting the bytes as {shape[0]}) is not "
+                        "supported; use .to(dtype) for a converted copy")
     shape = _size_args(shape)
     try:
         np.reshape(x._data, shape, copy=False)
@@ -1479,6 +1622,10 @@ def _m_view(self, *shape):
     return reshape(x, shape)
 
 
+def _m_unfold(self, dimension, size, step):
+    return unfold(self, dimension, size, step)
+
+
 def _m_expand(self, *sizes):
     return expand(self, _size_args(sizes))
 
@@ -1489,7 +1636,7 @@ def _m_expand_as(self, other):
 
 for _fn in (flatten, squeeze, unsqueeze, transpose, flip, roll, tile, gather, scatter_add,
             index_select, split, chunk, narrow, cat, concat, stack, pad, broadcast_to,
-            index_put_):
+            index_put_, select, unbind, movedim, moveaxis, swapaxes, swapdims):
     export(_fn, method=_fn.__name__ not in ("cat", "concat", "stack", "pad"))
 export(reshape, method=_m_reshape)
 export(_m_view, "view", public=False, method=True)
@@ -1498,6 +1645,7 @@ export(_m_expand_as, "expand_as", public=False, method=True)
 export(permute, method=_m_permute)
 export(repeat, method=_m_repeat)
 export(_m_t, "t", public=False, method=True)
+export(_m_unfold, "unfold", public=False, method=True)
 export(_getitem, public=False)
 export(_setitem, public=False)
 export(_reverse_dims, public=False)
@@ -1505,21 +1653,24 @@ export(_reverse_dims, public=False)
 # Which node classes belong to view ops (a write into a view's base must invalidate
 # them; in-place ops on their outputs are refused when recording).
 for _cls in (SqueezeBackward, UnsqueezeBackward, TransposeBackward, PermuteBackward,
-             ExpandBackward):
+             ExpandBackward, UnfoldBackward):
     _mark_view_node(_cls)
-_mark_view_node(ReshapeBackward, lambda node, t: (<object>(<Tensor>t)._data).base is not None)
+_mark_view_node(ReshapeBackward, lambda node, t: node.aliases)
 _mark_view_node(IndexBackward, lambda node, t: not node.advanced)
 
 # Every schema names its node class.
 for _cls in (ReshapeBackward, ExpandBackward, SqueezeBackward, UnsqueezeBackward,
              TransposeBackward, PermuteBackward, CatBackward, StackBackward, FlipBackward,
              RollBackward, TileBackward, RepeatBackward, PadBackward, IndexBackward,
-             IndexPutBackward, GatherBackward, ScatterAddBackward, IndexSelectBackward):
+             IndexPutBackward, GatherBackward, ScatterAddBackward, IndexSelectBackward,
+             UnfoldBackward):
     _cls.schema_v1._bind(_cls)
 
 # Aliases take the schema flags of the op whose node they record.
 for _name, _of in (("view", "reshape"), ("flatten", "reshape"), ("broadcast_to", "expand"),
                    ("split", "index"), ("chunk", "index"), ("narrow", "index"),
+                   ("select", "index"), ("unbind", "index"), ("movedim", "permute"),
+                   ("moveaxis", "permute"), ("swapaxes", "transpose"), ("swapdims", "transpose"),
                    ("index_put_", "index_put")):
     _s = <OpSchema>ops_schema(_of)
     register(_name, _s.amp_policy.value, _s.arity, saves_input=_s.saves_input,

@@ -13,7 +13,8 @@ import builtins
 import numpy as np
 
 from lucid._core.core cimport *
-from lucid._core.core import LucidError, ShapeError, UnsupportedDTypeError, export, ops, register
+from lucid._core.core import (LucidError, ShapeError, UnsupportedDTypeError, _float_arg, export,
+                              ops, register)
 
 cnp.import_array()
 
@@ -439,17 +440,21 @@ _S_nan_to_num._bind(NanToNumBackward)
 
 def leaky_relu(input, negative_slope=0.01):
     """x where x > 0, negative_slope * x elsewhere."""
-    return dispatch_unary(_S_leaky_relu, input, negative_slope)
+    return dispatch_unary(_S_leaky_relu, input,
+                          _float_arg(negative_slope, "leaky_relu", "negative_slope"))
 
 
 def elu(input, alpha=1.0):
     """x where x > 0, alpha * (exp(x) - 1) elsewhere."""
-    return dispatch_unary(_S_elu, input, alpha)
+    return dispatch_unary(_S_elu, input, _float_arg(alpha, "elu", "alpha"))
 
 
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     """nan -> ``nan``, +inf -> ``posinf`` (default: the dtype's max), -inf -> ``neginf``."""
     cdef Tensor x = _as_tensor_dev(input)
+    nan, posinf, neginf = [v if v is None else _float_arg(v, "nan_to_num", name)
+                           for v, name in ((nan, "nan"), (posinf, "posinf"), (neginf, "neginf"))]
+    nan = 0.0 if nan is None else nan
     if not x._dtype.is_floating_point:
         return ops.clone(x)
     return dispatch_unary(_S_nan_to_num, x, (nan, posinf, neginf))
@@ -523,6 +528,11 @@ def clamp(input, min=None, max=None):
                 (not _is_scalar(bound) or isinstance(bound, (str, bytes))):
             raise TypeError(f"clamp(): {arg} must be a number or a lucid Tensor, "
                             f"got {type(bound).__name__}")
+        if isinstance(bound, int) and not isinstance(bound, bool):
+            try:
+                float(bound)
+            except OverflowError:
+                raise OverflowError(f"clamp(): {arg} = {bound} is too large for a float") from None
     cdef Tensor x = _as_tensor_dev(input)
     cdef Tensor tlo = <Tensor>min if isinstance(min, Tensor) else None
     cdef Tensor thi = <Tensor>max if isinstance(max, Tensor) else None
