@@ -506,7 +506,10 @@ def _numpy_twin(name, namespace):
 # lucid names that NumPy also has but for which the NumPy function is not lucid's op:
 # creation from data or shapes (no tensor argument to dispatch on) and file I/O by name.
 NOT_DISPATCHED = {"arange", "empty", "eye", "full", "linspace", "ones", "zeros", "load",
-                  "save", "from_dlpack"}
+                  "save", "from_dlpack",
+                  # same name, another function: np.select(condlist, choicelist) picks
+                  # among arrays, lucid.select(input, dim, index) is torch's slicing view
+                  "select"}
 
 
 def test_every_numpy_function_lucid_implements_is_routed():

@@ -128,12 +128,15 @@ MaxPoolBackward.schema_v1 = register("max_pool", "KeepInput", 1, True, False,
                                      node=MaxPoolBackward)
 
 
-def max_pool(x, kernel, stride, pairs, dilation, out_size, composite):
+def max_pool(x, kernel, stride, pairs, dilation, out_size, composite, with_indices=False):
     """Max over each window of x (N, C, *spatial) (1-d or 2-d) padded with -inf by
-    ``pairs``; ``composite(x)``: the same in lucid ops (the graph-mode formula)."""
+    ``pairs``; ``composite(x)``: the same in lucid ops (the graph-mode formula).
+    ``with_indices``: also each window's argmax as a flat index into its input plane."""
     geo = _geometry(tuple(x.shape), kernel, stride, dilation, pairs, out_size)
     y, arg = _kernels.max_pool(_planes(x.numpy(force=True), geo), geo)
     out = lucid.from_numpy(y.reshape(tuple(x.shape[:2]) + tuple(out_size)))
     if core.is_grad_enabled() and x.requires_grad:
         _py_attach(_py_node(MaxPoolBackward), out, (x,), (x,), (arg, geo, composite))
+    if with_indices:
+        return out, lucid.from_numpy(arg.reshape(out.shape).copy())   # backward keeps arg
     return out

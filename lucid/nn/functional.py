@@ -539,11 +539,12 @@ def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return
     x0, unb = _batched(input, nd)
     kernel, stride, padding, dilation, out, pairs = _pool_geometry(
         x0, kernel_size, stride, padding, dilation, ceil_mode, nd)
-    if not return_indices and _im2col.applies(nd, x0):
+    if _im2col.applies(nd, x0):
         composite = functools.partial(_max_pool_composite, kernel=kernel, stride=stride,
                                       dilation=dilation, out=out, pairs=pairs)
-        values = _im2col.max_pool(x0, kernel, stride, pairs, dilation, out, composite)
-        return values.squeeze(0) if unb else values
+        res = _im2col.max_pool(x0, kernel, stride, pairs, dilation, out, composite,
+                               return_indices)
+        return tuple(r.squeeze(0) for r in res) if unb else res
     values, arg = _max_pool_composite(x0, kernel, stride, dilation, out, pairs, True)
     if unb:
         values = values.squeeze(0)

@@ -85,7 +85,8 @@ void lucid_col2im_##SFX(const T *cols, T *gx, const lucid_win *g)               
 }
 
 /* y = the max of each window (positions outside the input take no part); arg = the
- * flat index in the input plane of its first maximum, a NaN counting as the maximum.
+ * flat index in the input plane of its first maximum, or of its last NaN (a NaN counts
+ * as the maximum, and a later NaN replaces an earlier one, as in torch).
  * The comparisons select without branching (random data would mispredict them). */
 #define DEFINE_MAXPOOL(T, SFX)                                                           \
 void lucid_maxpool_##SFX(const T *x, T *y, int64_t *arg, const lucid_win *g)            \
@@ -115,7 +116,7 @@ void lucid_maxpool_##SFX(const T *x, T *y, int64_t *arg, const lucid_win *g)    
                     for (ptrdiff_t kj = la; kj < lb; kj++) {                             \
                         int64_t idx = (r0 + ki * DH) * W + q0 + kj * DW;                 \
                         T v = plane[idx];                                                \
-                        int take = (v > best) | ((v != v) & (best == best));             \
+                        int take = (v > best) | (v != v);             \
                         best = take ? v : best;                                          \
                         at = take ? idx : at;                                            \
                     }                                                                    \
