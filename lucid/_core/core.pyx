@@ -1806,8 +1806,9 @@ cdef Tensor _own(Tensor g):
 
 cdef inline bint _same_shape(cnp.ndarray a, cnp.ndarray b) noexcept:
     cdef int nd = cnp.PyArray_NDIM(a)
-    return nd == cnp.PyArray_NDIM(b) and memcmp(
-        cnp.PyArray_DIMS(a), cnp.PyArray_DIMS(b), nd * sizeof(cnp.npy_intp)) == 0
+    # a 0-d array's dims pointer may be NULL, which memcmp must not get even for 0 bytes
+    return nd == cnp.PyArray_NDIM(b) and (nd == 0 or memcmp(
+        cnp.PyArray_DIMS(a), cnp.PyArray_DIMS(b), nd * sizeof(cnp.npy_intp)) == 0)
 
 
 cdef bint _plain_pair(cnp.ndarray a, cnp.ndarray b) noexcept:
