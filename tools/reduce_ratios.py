@@ -5,6 +5,7 @@ with pytest-benchmark).
 
     python tools/reduce_ratios.py                     # the (1000, 100) float32 cases
     python tools/reduce_ratios.py --full              # every op x axis, 1e3/1e5, f32/f64, 1/2 threads
+    python tools/reduce_ratios.py --full --ops sum,mean   # those ops only
 """
 import argparse
 import os
@@ -69,6 +70,7 @@ def case(name, ax, mode, shape, dtype, threads):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true")
+    ap.add_argument("--ops", default="", help="comma-separated op names (default: all)")
     args = ap.parse_args()
     print(f"lucid from {os.path.dirname(lucid.__file__)}; torch {torch.__version__}")
     print(f"{'case':44s} {'lucid us':>9s} {'torch us':>9s} {'l/torch':>8s} {'l/numpy':>8s}")
@@ -76,7 +78,8 @@ def main():
         cases = [(n, ax, m, s, dt, t) for n, row in REDUCTIONS.items() for ax in row[3]
                  for m in (["fwd", "fwd_bwd"] if row[4] else ["fwd"])
                  for s in ((10, 100), (1000, 100)) for dt in ("float32", "float64")
-                 for t in (1, 2) if not (s == (10, 100) and t == 2)]
+                 for t in (1, 2) if not (s == (10, 100) and t == 2)
+                 and (not args.ops or n in args.ops.split(","))]
     else:
         cases = [(n, ax, m, (1000, 100), "float32", 1) for n, ax, m in ISSUE]
     for n, ax, m, s, dt, t in cases:
