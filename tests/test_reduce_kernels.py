@@ -201,3 +201,27 @@ def test_noncontiguous_and_keepdim_agree_with_contiguous(op):
     got, want = f(view).numpy(), f(dense).numpy()
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)   # NumPy's order vs lucid's
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("n", [1, 3, 15, 16, 17, 63, 64, 65, 100, 129, 255, 256, 257, 1000])
+def test_row_sums_do_not_depend_on_the_rows_around_them(n, dtype, threads):
+    """A row's sum is the sum of that row alone, bitwise: the same whether the row is
+    summed on its own, among many rows (the inline short-row path, which reads past a
+    row's end and masks), as the last row of an array (no read past the end), or on
+    1, 2 or 4 threads; and each row sum is as close to the float64 sum as NumPy's."""
+    a = _data((300, n), dtype, seed=n)
+    lucid.set_num_threads(1)
+    single = np.array([lucid.sum(lucid.tensor(a[i])).item() for i in (0, 150, 299)],
+                      dtype=dtype)
+    for nt in (1, 2, 4):
+        lucid.set_num_threads(nt)
+        rows = lucid.sum(lucid.tensor(a), 1).numpy()
+        assert rows[[0, 150, 299]].tobytes() == single.tobytes()
+        for k in (1, 151, 300):                      # the same rows, ending the array
+            part = lucid.sum(lucid.tensor(np.ascontiguousarray(a[:k])), 1).numpy()
+            assert part.tobytes() == rows[:k].tobytes()
+    exact = a.astype(np.float64).sum(axis=1)
+    tol = np.spacing(np.abs(a).astype(np.float64).sum(axis=1)) * 8 * np.sqrt(n) \
+        if dtype == np.float64 else np.abs(a).sum(axis=1).astype(np.float64) * 2e-6
+    assert np.all(np.abs(rows.astype(np.float64) - exact) <= tol + 1e-30)

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "lucid_vforce.h"
 #include "lucid_simd.h"   /* LV_CLONES */
@@ -17,29 +18,66 @@ LV_SIMD_PAIR(exp)
 
 /* Pairwise summation: leaves of 256 elements summed in the element type by 64
  * independent lanes (4 AVX-512 / 8 AVX2 registers, so the adds do not wait on each
- * other), the lanes then folded pairwise; leaves combined as a binary tree in
- * double. The order depends only on n, not on the vector width of the clone that
- * runs, so a sum is the same on every machine and for any split into pieces. */
+ * other), the lanes then folded pairwise (lane l += lane l + h for h = 32, 16, ...,
+ * 1); leaves combined as a binary tree in double. The order depends only on n, not
+ * on the vector width of the clone that runs, so a sum is the same on every machine
+ * and for any split into pieces. The 64 lanes are four vectors of 16 (gcc's generic
+ * vectors, lowered to whatever width the clone has), which keeps them in registers:
+ * a short row costs a few dozen instructions, not a pass over a stack array. Lanes
+ * past the end of a short leaf add +0, which changes nothing (a lane is never -0). */
 #define LV_SUM_LEAF 256
 #define LV_SUM_LANES 64
-#define LV_SUM(fname, TYPE)                                                     \
-    LV_CLONES static double fname##_leaf(const TYPE *x, ptrdiff_t n)            \
+#define LV_SUM(fname, TYPE, ITYPE)                                              \
+    typedef TYPE fname##_v __attribute__((vector_size(16 * sizeof(TYPE))));     \
+    typedef ITYPE fname##_m __attribute__((vector_size(16 * sizeof(TYPE))));    \
+    static inline __attribute__((always_inline)) fname##_v                      \
+    fname##_load(const TYPE *x)                                                 \
     {                                                                           \
-        TYPE acc[LV_SUM_LANES] = {0};                                           \
+        fname##_v v;                                                            \
+        memcpy(&v, x, sizeof v);                                                \
+        return v;                                                               \
+    }                                                                           \
+    /* The leaf sum of x[0:n], n <= LV_SUM_LEAF. mask: NULL, or lanes l < n % 16    \
+     * all ones and the rest zero, when x[n:n + 16] may be read (the tail is then   \
+     * one load and an and, instead of a copy through the stack). */              \
+    static inline __attribute__((always_inline)) double                         \
+    fname##_leaf_body(const TYPE *x, ptrdiff_t n, const fname##_m *mask)        \
+    {                                                                           \
+        fname##_v a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, z = {0};              \
         ptrdiff_t i = 0;                                                        \
         for (; i + LV_SUM_LANES <= n; i += LV_SUM_LANES) {                      \
-            _Pragma("omp simd")                                                 \
-            for (int l = 0; l < LV_SUM_LANES; l++) acc[l] += x[i + l];          \
+            a0 += fname##_load(x + i);                                          \
+            a1 += fname##_load(x + i + 16);                                     \
+            a2 += fname##_load(x + i + 32);                                     \
+            a3 += fname##_load(x + i + 48);                                     \
         }                                                                       \
-        const TYPE *xt = x + i;                                                 \
-        int rest = (int)(n - i);                                                \
-        _Pragma("omp simd")                                                     \
-        for (int l = 0; l < rest; l++) acc[l] += xt[l];                         \
-        for (int h = LV_SUM_LANES / 2; h >= 1; h /= 2) {                        \
-            _Pragma("omp simd")                                                 \
-            for (int l = 0; l < h; l++) acc[l] += acc[l + h];                   \
+        if (i < n) {                                                            \
+            int q = (int)(n - i) / 16, r = (int)(n - i) % 16;                   \
+            fname##_v part;                                                     \
+            if (mask) {                                                         \
+                part = (fname##_v)((fname##_m)fname##_load(x + i + 16 * q) & *mask); \
+            } else {                                                            \
+                TYPE t[16] = {0};                                               \
+                for (int l = 0; l < r; l++) t[l] = x[i + 16 * q + l];           \
+                part = fname##_load(t);                                         \
+            }                                                                   \
+            a0 += q > 0 ? fname##_load(x + i) : part;                           \
+            a1 += q > 1 ? fname##_load(x + i + 16) : q == 1 ? part : z;         \
+            a2 += q == 2 ? part : q > 2 ? fname##_load(x + i + 32) : z;         \
+            a3 += q == 3 ? part : z;                                            \
         }                                                                       \
-        return (double)acc[0];                                                  \
+        fname##_v s = (a0 + a2) + (a1 + a3);                                    \
+        s += __builtin_shuffle(s, (fname##_m){8, 9, 10, 11, 12, 13, 14, 15,     \
+                                              8, 9, 10, 11, 12, 13, 14, 15});   \
+        s += __builtin_shuffle(s, (fname##_m){4, 5, 6, 7, 4, 5, 6, 7,           \
+                                              4, 5, 6, 7, 4, 5, 6, 7});         \
+        s += __builtin_shuffle(s, (fname##_m){2, 3, 2, 3, 2, 3, 2, 3,           \
+                                              2, 3, 2, 3, 2, 3, 2, 3});         \
+        return (double)(s[0] + s[1]);                                           \
+    }                                                                           \
+    LV_CLONES static double fname##_leaf(const TYPE *x, ptrdiff_t n)            \
+    {                                                                           \
+        return fname##_leaf_body(x, n, NULL);                                      \
     }                                                                           \
     double fname(const TYPE *x, ptrdiff_t n)                                    \
     {                                                                           \
@@ -47,9 +85,27 @@ LV_SIMD_PAIR(exp)
         ptrdiff_t h = (n / 2 / LV_SUM_LEAF) * LV_SUM_LEAF;                      \
         if (h == 0) h = n / 2;                                                  \
         return fname(x, h) + fname(x + h, n - h);                               \
+    }                                                                           \
+    /* y[r] = fname(row r) for the rows r0 <= r < r1 of x (rows of n, nrows in  \
+     * all); short rows are summed inline, without a call per row. */           \
+    LV_CLONES static void fname##_rows(const TYPE *x, TYPE *y, ptrdiff_t r0,    \
+                                       ptrdiff_t r1, ptrdiff_t n, ptrdiff_t nrows) \
+    {                                                                           \
+        if (n > LV_SUM_LEAF) {                                                  \
+            for (ptrdiff_t r = r0; r < r1; r++) y[r] = (TYPE)fname(x + r * n, n); \
+            return;                                                             \
+        }                                                                       \
+        fname##_m mask;                                                         \
+        for (int l = 0; l < 16; l++) mask[l] = l < n % 16 ? -1 : 0;             \
+        /* rows that have 16 elements after them in x */                        \
+        ptrdiff_t safe_end = nrows - (n > 0 ? (16 + n - 1) / n : nrows);        \
+        ptrdiff_t r = r0;                                                       \
+        for (; r < r1 && r < safe_end; r++)                                     \
+            y[r] = (TYPE)fname##_leaf_body(x + r * n, n, &mask);                \
+        for (; r < r1; r++) y[r] = (TYPE)fname##_leaf_body(x + r * n, n, NULL); \
     }
-LV_SUM(lucid_sumf, float)
-LV_SUM(lucid_sum, double)
+LV_SUM(lucid_sumf, float, int32_t)
+LV_SUM(lucid_sum, double, int64_t)
 
 /* Last to first, for the reason LV_MAP1 is (a fresh output's huge pages are
  * zeroed faster when first touched at their end). */
@@ -82,21 +138,25 @@ static double lr_pairwise(const double *a, ptrdiff_t n)
 #define T float
 #define LR(name) lr_##name##f
 #define LR_SUMN lucid_sumf
+#define LR_SUMROWS lucid_sumf_rows
 #define EXPT expf
 #include "lucid_reduce_tpl.h"
 #undef T
 #undef LR
 #undef LR_SUMN
+#undef LR_SUMROWS
 #undef EXPT
 
 #define T double
 #define LR(name) lr_##name
 #define LR_SUMN lucid_sum
+#define LR_SUMROWS lucid_sum_rows
 #define EXPT exp
 #include "lucid_reduce_tpl.h"
 #undef T
 #undef LR
 #undef LR_SUMN
+#undef LR_SUMROWS
 #undef EXPT
 
 int lucid_red_setup(lucid_red_plan *p)

@@ -4,6 +4,7 @@
  *   T        the element type (float, double)
  *   LR(name) the name with the type's suffix
  *   LR_SUMN  the pairwise sum of contiguous data (lucid_sumf / lucid_sum)
+ *   LR_SUMROWS  LR_SUMN of each of a range of rows (lucid_sumf_rows / lucid_sum_rows)
  *   EXPT     exp of T (expf / exp: libmvec in `omp simd` loops)
  *
  * Every sum has a fixed order given the shape: rows are summed pairwise (leaves of
@@ -351,7 +352,8 @@ static void LR(piece)(lucid_red_plan *p, ptrdiff_t piece)
 {
     if (p->kind == LR_KIND_ROWS) {
         ptrdiff_t r0 = piece * p->per, r1 = r0 + p->per < p->outer ? r0 + p->per : p->outer;
-        for (ptrdiff_t r = r0; r < r1; r++) LR(row)(p, r);
+        if (p->op == LR_SUM) LR_SUMROWS((const T *)p->x, (T *)p->y, r0, r1, p->red, p->outer);
+        else for (ptrdiff_t r = r0; r < r1; r++) LR(row)(p, r);
     } else if (p->kind == LR_KIND_COLS) {
         LR(cols)(p, piece);
     } else {
