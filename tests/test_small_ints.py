@@ -324,3 +324,15 @@ def test_gpu_as_cpu(n, rng):
         c, g = f(lx, ly), f(gx, gy)
         assert g.dtype is c.dtype, f
         np.testing.assert_array_equal(g.cpu().numpy(), c.numpy())
+
+
+@pytest.mark.parametrize("n", SMALL + ("int32", "int64"))
+def test_scalars_beyond_the_dtype_wrap_and_beyond_int64_raise_as_torch(n):
+    x = lucid.tensor([1, 2], dtype=L(n))
+    t = torch.tensor([1, 2], dtype=T(n))
+    for s in (2**40 + 7, -(2**33) - 3, 2**63 - 1):
+        _same(x + s, t + s)
+    with pytest.raises(OverflowError):
+        t + 2**70
+    with pytest.raises(OverflowError):
+        x + 2**70

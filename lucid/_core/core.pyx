@@ -2717,10 +2717,10 @@ cdef object _operand(Tensor t, object s, DType dt):
         try:
             return dt.numpy_dtype.type(s)
         except OverflowError:
-            if not _is_int_code(dt.code):
+            if not _is_int_code(dt.code) or not -_INT64_MAX - 1 <= s <= _INT64_MAX:
                 raise
-            # As PyTorch: an int scalar outside an integer dtype's range wraps
-            # (uint8 tensor + 300 adds 44).
+            # As PyTorch: an int scalar that fits in int64 but not in the integer
+            # dtype wraps (uint8 tensor + 300 adds 44).
             bits = 8 * dt.itemsize
             return dt.numpy_dtype.type(((int(s) + (1 << (bits - 1))) % (1 << bits))
                                        - (1 << (bits - 1)) if dt.code != DT_UINT8
