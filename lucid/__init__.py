@@ -53,15 +53,15 @@ from lucid._core.creation import (  # noqa: E402
     zeros,
 )
 # The dtype singletons (C-level globals in core, looked up by name here).
-bool_, int32, int64, float16, float32, float64, bfloat16 = (
-    _core._dtype_by_name(n) for n in ("bool_", "int32", "int64", "float16", "float32", "float64",
-                                      "bfloat16"))
+bool_, uint8, int8, int16, int32, int64, float16, float32, float64, bfloat16 = (
+    _core._dtype_by_name(n) for n in ("bool_", "uint8", "int8", "int16", "int32", "int64",
+                                      "float16", "float32", "float64", "bfloat16"))
 from lucid import autograd, ops  # noqa: E402
 from lucid.autograd import enable_grad, no_grad, set_grad_enabled  # noqa: E402
 from lucid.ops import *  # noqa: E402,F401,F403
 from lucid.ops import __all__ as _ops_all  # noqa: E402
 
-half, double = float16, float64
+half, double, short, long = float16, float64, int16, int64
 
 from lucid import nn, optim  # noqa: E402
 from lucid import amp  # noqa: E402
@@ -87,7 +87,7 @@ __all__ = [
     "UnsupportedDTypeError", "arange", "are_deterministic_algorithms_enabled", "autograd",
     "backend_info", "bool_", "bfloat16", "autocast", "amp", "is_autocast_enabled",
     "get_autocast_dtype", "device", "double", "empty", "enable_grad", "eye", "float16",
-    "float32", "float64", "from_numpy", "full", "get_num_threads", "gpu_available", "half", "initial_seed", "int32",
+    "float32", "float64", "from_numpy", "uint8", "int8", "int16", "short", "long", "full", "get_num_threads", "gpu_available", "half", "initial_seed", "int32",
     "int64", "is_grad_enabled", "linspace", "manual_seed", "no_grad", "normal", "ones", "ops",
     "rand", "randint", "randn", "set_grad_enabled", "set_num_threads", "tensor",
     "use_deterministic_algorithms", "zeros", "nn", "optim", "save", "load", "differentiable",

@@ -785,15 +785,69 @@ def lerp(input, end, weight):
 
 
 def copysign(input, other):
-    """|input| with the sign (bit) of ``other``; integers give float32 (as torch)."""
+    """|input| with the sign (bit) of ``other``; integers give float32 (as torch). The
+    gradient reaches ``input`` (the sign agreement, 0 where input is 0, as torch) and
+    ``other`` (zero: the sign is piecewise constant)."""
     x = _t(input)
     if not x.is_floating_point():
         x = x.to(_f32)
-    o = other
+    o = _operand(other)
+    xa = _arr(x)
     neg = np.signbit(_arr(o) if isinstance(o, Tensor) else np.asarray(o, np.float64))
-    shape = np.broadcast_shapes(tuple(x.shape), np.shape(neg))
-    a = abs(x) if shape == tuple(x.shape) else ops.broadcast_to(abs(x), shape)
-    return ops.where(_from(np.broadcast_to(neg, shape).copy()), -a, a)
+    with np.errstate(invalid="ignore"):
+        r = np.where(neg, -np.abs(xa), np.abs(xa)).astype(xa.dtype, copy=False)
+    out = _from(r)
+    if _need(x, o):
+        ratio = np.where(xa == 0, 0, np.where(neg == np.signbit(xa), 1, -1)).astype(xa.dtype)
+        _py_attach(_py_node(CopysignBackward), out, (x, o), (),
+                   (tuple(x.shape), tuple(o.shape) if isinstance(o, Tensor) else None, ratio))
+    return out
+
+
+@_op("copysign", arity=2, amp="Promote")
+class CopysignBackward(PyNode):
+    """Backward of copysign: input gets g times +-1 (whether its sign was kept or
+    flipped; 0 at input 0), other gets zeros."""
+
+    def grad_formula_impl(self, g):
+        sx, so, ratio = self.ctx
+        gx = go = None
+        if self.needs_input_grad(0):
+            gx = g * core.from_numpy(ratio.astype(g.dtype.numpy_dtype))
+            lead = gx.ndim - len(sx)
+            if lead:
+                gx = ops.sum(gx, tuple(range(lead)))
+            axes = tuple(i for i, n in enumerate(sx) if n == 1 and gx.shape[i] != 1)
+            if axes:
+                gx = ops.sum(gx, axes, True)
+        if self.needs_input_grad(1):
+            go = core.from_numpy(np.zeros(so, g.dtype.numpy_dtype))
+        return gx, go
+
+
+def _operand(v):
+    """A binary op's operand: tensors and numbers as they are, arrays and lists as
+    tensors (of their own dtype), as lucid's other binary ops take them."""
+    if isinstance(v, (Tensor, int, float, np.bool_, np.number)):
+        return v
+    return core.tensor(v)
+
+
+def _promote_types(a, b):
+    """torch.promote_types of two NumPy dtypes (NumPy's differs: int64 with float32 is
+    float64 there, float32 here; uint8 with int8 is int16 in both)."""
+    def kind(dt):
+        return 0 if dt == np.bool_ else (1 if dt.kind in "iu" else 2)
+
+    if a == b:
+        return a
+    if kind(a) != kind(b):
+        return a if kind(a) > kind(b) else b
+    if kind(a) == 1:
+        return np.promote_types(a, b)          # as torch among lucid's integer types
+    if a.itemsize == b.itemsize:               # float16 with bfloat16
+        return np.dtype(np.float32)
+    return a if a.itemsize > b.itemsize else b
 
 
 def _result_dtype(a, b):
@@ -812,7 +866,7 @@ def _result_dtype(a, b):
 
     (ca, da), (cb, db) = cat(a), cat(b)
     if ca == cb:
-        return np.promote_types(da, db)
+        return _promote_types(da, db)
     hi, lo = (da, db) if ca > cb else (db, da)
     if kind(lo) > kind(hi):
         return lo if kind(lo) == 2 and kind(hi) == 2 else (
@@ -839,6 +893,7 @@ def div(input, other, *, rounding_mode=None):
                          f"but found '{rounding_mode}'")
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         raise TypeError("div(): expected at least one Tensor operand")
+    input, other = _operand(input), _operand(other)
     dt = _result_dtype(input, other)
     a = _arr(input).astype(dt) if isinstance(input, Tensor) else np.asarray(input).astype(dt)
     b = _arr(other).astype(dt) if isinstance(other, Tensor) else np.asarray(other).astype(dt)

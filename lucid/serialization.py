@@ -14,8 +14,8 @@ import numpy as np
 import lucid
 
 _FORMAT = "lucid.checkpoint.v1"
-_DTYPES = {np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int32, np.int64,
-                                 np.bool_)}
+_DTYPES = {np.dtype(t) for t in (np.float16, np.float32, np.float64, np.uint8, np.int8,
+                                 np.int16, np.int32, np.int64, np.bool_)}
 # safetensors' NumPy interface has no bfloat16: its bits are stored as uint16 and the
 # tree node says "dtype": "bfloat16".
 _BF16 = np.dtype(lucid.bfloat16.dtype)

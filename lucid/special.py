@@ -295,6 +295,11 @@ Xlog1pyBackward.schema_v1 = register("xlog1py", "Promote", 2, saves_input=True,
 
 def _xlog(input, other, log1p):
     _host_only("xlog1py" if log1p else "xlogy", input, other)
+    # arrays and lists are tensors of their own dtype, as for lucid's other binary ops
+    if not isinstance(input, (Tensor, int, float, np.bool_, np.number)):
+        input = core.tensor(input)
+    if not isinstance(other, (Tensor, int, float, np.bool_, np.number)):
+        other = core.tensor(other)
     x = input if isinstance(input, Tensor) else None
     y = other if isinstance(other, Tensor) else None
     if x is None and y is None:

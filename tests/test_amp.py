@@ -52,7 +52,8 @@ def _policy(op):
 
 # ============================================================================ policies
 TABLE_OPS = ([r["name"] for r in optable.UNARY] + [r["name"] for r in optable.BINARY] +
-             [r["name"] for r in optable.COMPARE] + [r["name"] for r in optable.REDUCTIONS])
+             [r["name"] for r in optable.COMPARE] + [r["name"] for r in optable.REDUCTIONS] +
+             [r["name"] for r in optable.COMPOSITE] + [r["name"] for r in optable.MORE_BINARY])
 
 
 @pytest.mark.parametrize("op", sorted(set(TABLE_OPS) | {v["op"] for v in T.VARIANTS}))
@@ -62,7 +63,8 @@ def test_every_op_has_a_policy(op):
 
 
 def test_table_rows_declare_the_schema_policy():
-    for table in (optable.UNARY, optable.BINARY, optable.REDUCTIONS):
+    for table in (optable.UNARY, optable.BINARY, optable.REDUCTIONS, optable.COMPOSITE,
+                  optable.MORE_BINARY):
         for row in table:
             assert row["amp"] in ("Promote", "KeepInput", "ForceFP32"), row["name"]
             assert _policy(row["name"]) == row["amp"], row["name"]

@@ -36,7 +36,7 @@ FUZZ = settings(max_examples=2000 if LONG else 8, deadline=None, derandomize=not
 SPECIAL = [0.0, -0.0, math.inf, -math.inf, math.nan, 1e-45, -1e-45, 1e-310, 5e-324,
            3.4e38, -3.4e38, 1e300, 65504.0, 1.0, -1.0, 0.5, 88.7, -103.9, 710.0]
 FLOAT_DT = ["float16", "float32", "float64"]
-ALL_DT = FLOAT_DT + ["int32", "int64", "bool"]
+ALL_DT = FLOAT_DT + ["uint8", "int8", "int16", "int32", "int64", "bool"]
 LAYOUTS = ["contig", "transposed", "negstride", "unaligned", "readonly"]
 
 
@@ -44,9 +44,10 @@ LAYOUTS = ["contig", "transposed", "negstride", "unaligned", "readonly"]
 def values(draw, n, dtype):
     if dtype == "bool":
         return np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
-    if dtype.startswith("int"):
+    if dtype.startswith(("int", "uint")):
         info = np.iinfo(dtype)
-        ints = st.one_of(st.integers(-10, 10), st.integers(int(info.min), int(info.max)))
+        ints = st.one_of(st.integers(max(-10, int(info.min)), 10),
+                         st.integers(int(info.min), int(info.max)))
         return np.array(draw(st.lists(ints, min_size=n, max_size=n)), dtype)
     fl = st.one_of(st.sampled_from(SPECIAL), st.floats(-4, 4),
                    st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True))
@@ -331,7 +332,8 @@ def test_fuzz_unary(row, data):
 # -- binary rows and comparisons -------------------------------------------------------------
 
 BINARY = [r["name"] for r in optable.BINARY] + \
-    [r["name"] for r in optable.COMPARE if r["arity"] == 2]
+    [r["name"] for r in optable.COMPARE if r["arity"] == 2] + \
+    [r["name"] for r in optable.MORE_BINARY]
 
 # Deliberate differences of binary ops: op -> (why, the exact float64 reference in NumPy).
 # Where torch's result is nan and lucid's is not, lucid's must equal the reference.

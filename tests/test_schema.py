@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import lucid
+from lucid._core import optable
 from lucid_testutils import lt, mp_deriv, to_np
 
 POLICIES = ["Promote", "KeepInput", "ForceFP32"]
@@ -97,9 +98,12 @@ def _call(name, x):
 
 
 def _registered_callables():
+    """Ops with a node of their own (composites record their parts' nodes: their
+    schemas hold no node, and the parts' schemas are tested here)."""
     out = []
+    composite = {r["name"] for r in optable.COMPOSITE}
     for name in sorted(lucid.ops.registry()):
-        if callable(getattr(lucid, name, None)):
+        if callable(getattr(lucid, name, None)) and name not in composite:
             out.append(name)
     return out
 
@@ -289,3 +293,31 @@ def test_node_after_release_still_inspectable():
     assert isinstance(node.next_functions, tuple)
     assert repr(node)
     assert math.isfinite(x.grad.item())
+
+
+def _public_ops():
+    """(public name, schema name) of every op of lucid and lucid.linalg: lucid.X is
+    schema X; lucid.linalg.X is linalg_X, or X when it is the same function as lucid.X."""
+    out = [(f"lucid.{n}", n) for n in lucid.ops.__all__]
+    for n in lucid.linalg.__all__:
+        fn = getattr(lucid.linalg, n)
+        same = getattr(lucid.ops, n, None) is fn
+        out.append((f"lucid.linalg.{n}", n if same else f"linalg_{n}"))
+    return out
+
+
+@pytest.mark.parametrize("public,name", _public_ops(), ids=lambda v: str(v))
+def test_every_public_op_has_a_schema(public, name):
+    assert callable(eval(public, {"lucid": lucid}))
+    s = lucid.ops.schema(name)
+    assert s.name == name and isinstance(s.amp_policy, lucid.AmpPolicy)
+
+
+def test_composite_schemas_record_their_parts():
+    # einsum has a schema of its own, but its gradient comes from the ops it is made of
+    a = lucid.tensor(np.ones((2, 3)), requires_grad=True)
+    y = lucid.einsum("ij->j", a)
+    assert lucid.ops.schema("einsum").node is None
+    assert y.grad_fn is not None and type(y.grad_fn).__name__ != "einsum"
+    y.sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), np.ones((2, 3)))

@@ -750,11 +750,14 @@ cdef object _inplace(Tensor self, object other, int op):
                 not np.isfinite(other) or other != int(other)):
             raise UnsupportedDTypeError(f"fill_(): value {other!r} is not an integer, so it "
                                         f"cannot fill a {self._dtype} tensor")
-        if self._dtype.code in (DT_INT32, DT_INT64) and isinstance(other, (int, np.integer)) \
+        if _is_int_code(self._dtype.code) and isinstance(other, (int, np.integer)) \
                 and not isinstance(other, bool):
             info = np.iinfo(self._dtype.numpy_dtype)
-            if not info.min <= other <= info.max:
+            # (as PyTorch, uint8 also takes -255..-1 and wraps them)
+            if not (-info.max if self._dtype.code == DT_UINT8 else info.min) <= other <= info.max:
                 raise OverflowError(f"fill_(): value {other} does not fit in {self._dtype}")
+            if other < 0 and self._dtype.code == DT_UINT8:
+                other = int(other) & 0xFF
         if gpu:            # MLX arrays are immutable: self gets a new one
             self._mx = mlx().full(_shp(self._data),
                                   np.array(other).astype(self._dtype.numpy_dtype).item(),

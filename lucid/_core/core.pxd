@@ -5,14 +5,19 @@
 
 cimport numpy as cnp
 
+# Codes in promotion order: bool < the integers by width < the floating types.
+# Only the two half types are unordered (see _promote2); int8 with uint8 -> int16.
 cdef enum:
     DT_BOOL = 0
-    DT_INT32 = 1
-    DT_INT64 = 2
-    DT_FLOAT16 = 3
-    DT_FLOAT32 = 4
-    DT_FLOAT64 = 5
-    DT_BFLOAT16 = 6     # after float64 so that the codes before it keep their values
+    DT_UINT8 = 1
+    DT_INT8 = 2
+    DT_INT16 = 3
+    DT_INT32 = 4
+    DT_INT64 = 5
+    DT_FLOAT16 = 6
+    DT_FLOAT32 = 7
+    DT_FLOAT64 = 8
+    DT_BFLOAT16 = 9
 
 cdef enum:
     AMP_PROMOTE = 0
@@ -215,3 +220,8 @@ cdef inline bint _is_float_code(int c) noexcept:
 cdef inline bint _is_half_code(int c) noexcept:
     """float16 or bfloat16: stored in 2 bytes, computed in float32 and rounded once."""
     return c == DT_FLOAT16 or c == DT_BFLOAT16
+
+
+cdef inline bint _is_int_code(int c) noexcept:
+    """An integer dtype (not bool, not floating)."""
+    return DT_UINT8 <= c <= DT_INT64

@@ -45,7 +45,7 @@ cdef extern from "lucid_vforce.h" nogil:
     const char *lucid_isa()
     const char *lucid_mathlib()
 
-# dtypes: seven singletons, each tied to a NumPy dtype (CPU storage is an ndarray);
+# dtypes: ten singletons, each tied to a NumPy dtype (CPU storage is an ndarray);
 # NumPy has no bfloat16, ml_dtypes registers one.
 
 cdef class DType:
@@ -78,6 +78,9 @@ cdef DType _make_dtype(str name, int code, object np_dtype, bint is_float):
 
 
 cdef DType bool_ = _make_dtype("bool_", DT_BOOL, np.bool_, False)
+cdef DType uint8 = _make_dtype("uint8", DT_UINT8, np.uint8, False)
+cdef DType int8 = _make_dtype("int8", DT_INT8, np.int8, False)
+cdef DType int16 = _make_dtype("int16", DT_INT16, np.int16, False)
 cdef DType int32 = _make_dtype("int32", DT_INT32, np.int32, False)
 cdef DType int64 = _make_dtype("int64", DT_INT64, np.int64, False)
 cdef DType float16 = _make_dtype("float16", DT_FLOAT16, np.float16, True)
@@ -85,7 +88,8 @@ cdef DType float32 = _make_dtype("float32", DT_FLOAT32, np.float32, True)
 cdef DType float64 = _make_dtype("float64", DT_FLOAT64, np.float64, True)
 cdef DType bfloat16 = _make_dtype("bfloat16", DT_BFLOAT16, ml_dtypes.bfloat16, True)
 
-cdef tuple _DTYPES = (bool_, int32, int64, float16, float32, float64, bfloat16)   # indexed by code
+cdef tuple _DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, float32, float64,
+                     bfloat16)   # indexed by code
 # bfloat16 is a user-defined NumPy type: its type number (>= 256) is given at run time.
 cdef int _BF16_NUM = bfloat16.typenum
 
@@ -111,6 +115,12 @@ _DT_BY_TYPENUM[np.dtype(np.longlong).num] = int64 if np.dtype(np.longlong).items
 _DT_BY_TYPENUM[np.dtype(np.intc).num] = int32
 
 
+# torch's legacy tensor type names, indexed by dtype code (Tensor.type()).
+cdef tuple _TENSOR_TYPE_NAMES = ("BoolTensor", "ByteTensor", "CharTensor", "ShortTensor",
+                                 "IntTensor", "LongTensor", "HalfTensor", "FloatTensor",
+                                 "DoubleTensor", "BFloat16Tensor")
+
+
 def _dtype_by_name(str name):
     return _DTYPE_NAMES[name]
 
@@ -130,7 +140,7 @@ cdef DType _dtype_of_array(cnp.ndarray a):
     if d is None:
         raise UnsupportedDTypeError(
             f"lucid does not support NumPy dtype {a.dtype!r}; supported: "
-            "float16, bfloat16, float32, float64, int32, int64, bool "
+            "float16, bfloat16, float32, float64, uint8, int8, int16, int32, int64, bool "
             "(convert with .astype(...) first)")
     return <DType>d
 
@@ -159,12 +169,12 @@ cpdef DType as_dtype(object obj):
         return bfloat16
     raise UnsupportedDTypeError(
         f"unsupported dtype {obj!r}; lucid supports float16, bfloat16, float32, float64, "
-        "int32, int64 and bool_")
+        "uint8, int8, int16, int32, int64 and bool_")
 
 
 # Type promotion, as PyTorch: bool < integers < floating, within a kind the wider wins;
-# int32 with float16 -> float16 (the floating kind wins). The two half types are not
-# ordered: float16 with bfloat16 -> float32, the smallest type holding both.
+# int32 with float16 -> float16 (the floating kind wins). uint8 with int8 -> int16, the
+# smallest type holding both; likewise float16 with bfloat16 -> float32.
 cdef int _promote2(int a, int b) noexcept:
     if a == b:
         return a
@@ -175,7 +185,9 @@ cdef int _promote2(int a, int b) noexcept:
         return a if a > DT_FLOAT16 else DT_BFLOAT16
     if a > b:
         a, b = b, a
-    # now a < b in code order: bool, int32, int64, float16, float32, float64
+    # now a < b in code order: bool, uint8, int8, int16, int32, int64, float16, float32, float64
+    if a == DT_UINT8 and b == DT_INT8:
+        return DT_INT16
     return b
 
 
@@ -623,6 +635,27 @@ cdef class Tensor:
     def long(self):
         return to_dtype(self, int64, False)
 
+    def short(self):
+        return to_dtype(self, int16, False)
+
+    def char(self):
+        return to_dtype(self, int8, False)
+
+    def byte(self):
+        return to_dtype(self, uint8, False)
+
+    def type(self, dtype=None, non_blocking=False):
+        """``t.type()``: the tensor type's name ("lucid.FloatTensor", as torch's
+        "torch.FloatTensor"); ``t.type(dtype)``: ``t`` converted to ``dtype`` (a lucid
+        dtype, a name, or a tensor type name such as "torch.ByteTensor")."""
+        if dtype is None:
+            return "lucid." + _TENSOR_TYPE_NAMES[self._dtype.code]
+        if isinstance(dtype, str):
+            key = dtype[dtype.rfind(".") + 1:]
+            if key in _TENSOR_TYPE_NAMES:
+                dtype = _DTYPES[_TENSOR_TYPE_NAMES.index(key)]
+        return to_dtype(self, as_dtype(dtype), False)
+
     def int(self):
         return to_dtype(self, int32, False)
 
@@ -857,7 +890,7 @@ def _int_arg(v, str fn, str name):
     """``v``, the argument ``name`` of ``fn``, as a Python int: bools, floats and other
     types raise a TypeError, ints beyond int64 an OverflowError, both naming it."""
     if isinstance(v, Tensor) and (<Tensor>v)._data.size == 1 and \
-            (<Tensor>v)._dtype.code in (DT_INT32, DT_INT64):
+            _is_int_code((<Tensor>v)._dtype.code):
         v = (<Tensor>v).item()
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
         raise TypeError(f"{fn}(): argument '{name}' must be an int, got {type(v).__name__}")
@@ -928,15 +961,25 @@ cdef cnp.ndarray _array_from_data(object data, DType dt):
             elif a.dtype.kind == "b":
                 dt = bool_
             else:
-                dt = int32 if a.dtype == np.int32 else int64
+                dt = _dtype_of_array(a) if a.dtype.kind == "i" or a.dtype == np.uint8 else int64
         elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
             dt = float32 if a.dtype.kind == "f" else (bool_ if a.dtype.kind == "b" else int64)
-        elif a.dtype.kind == "u" or a.dtype.kind == "i" and a.dtype.itemsize < 4:
-            dt = int64
+        elif a.dtype.kind == "u" and a.dtype.itemsize > 1:
+            dt = int64          # uint16 / uint32 / uint64: lucid's unsigned type is uint8
         else:
             dt = _dtype_of_array(a)
+    elif dt.code < DT_INT32 and dt.code != DT_BOOL and a.dtype.kind in "iu" and \
+            not isinstance(data, (cnp.ndarray, np.generic)) and a.size:
+        # As torch.tensor: Python ints outside the dtype's range are an error (uint8
+        # also takes -255..-1 and wraps them); NumPy arrays are cast as they are.
+        info = np.iinfo(dt.numpy_dtype)
+        lo, hi = int(a.min()), int(a.max())
+        if lo < (-info.max if dt.code == DT_UINT8 else info.min) or hi > info.max:
+            bad = hi if hi > info.max else lo
+            raise OverflowError(f"lucid.tensor(): value {bad} cannot be converted to {dt} "
+                                "without overflow")
     if a.dtype != dt.numpy_dtype:
-        a = _cast_array(a, dt) if _half_kind(dt.typenum) >= 0 else a.astype(dt.numpy_dtype)
+        a = _cast_array(a, dt)
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
     return a
@@ -1123,7 +1166,8 @@ cdef object mlx():
         m.set_default_device(m.gpu)
     else:
         raise ValueError(f"LUCID_MLX_DEVICE={want!r}: expected 'gpu' or 'cpu'")
-    for dt, mdt in ((bool_, m.bool_), (int32, m.int32), (int64, m.int64),
+    for dt, mdt in ((bool_, m.bool_), (uint8, m.uint8), (int8, m.int8), (int16, m.int16),
+                    (int32, m.int32), (int64, m.int64),
                     (float16, m.float16), (bfloat16, m.bfloat16), (float32, m.float32),
                     (float64, m.float64)):
         _MX_DTYPE[dt.code] = mdt
@@ -2671,7 +2715,17 @@ cdef int _result_code(Tensor ta, object sa, Tensor tb, object sb) except -1:
 
 cdef object _operand(Tensor t, object s, DType dt):
     if t is None:
-        return dt.numpy_dtype.type(s)
+        try:
+            return dt.numpy_dtype.type(s)
+        except OverflowError:
+            if not _is_int_code(dt.code) or not -_INT64_MAX - 1 <= s <= _INT64_MAX:
+                raise
+            # As PyTorch: an int scalar that fits in int64 but not in the integer
+            # dtype wraps (uint8 tensor + 300 adds 44).
+            bits = 8 * dt.itemsize
+            return dt.numpy_dtype.type(((int(s) + (1 << (bits - 1))) % (1 << bits))
+                                       - (1 << (bits - 1)) if dt.code != DT_UINT8
+                                       else int(s) % 256)
     if t._dtype is dt:
         return t._data
     return _cast_array(t._data, dt)
@@ -2687,6 +2741,11 @@ cdef cnp.ndarray _cast_array(cnp.ndarray a, DType dt):
     if _half_kind(num) >= 0 and _half_kind(dt.typenum) >= 0:    # float16 <-> bfloat16
         return _f32_to_half(_half_to_f32(a), dt)
     with np.errstate(over="ignore", invalid="ignore"):
+        if dt.code < DT_INT32 and dt.code != DT_BOOL and (
+                (<object>a).dtype.kind == "f" or _half_kind(num) >= 0):
+            # As PyTorch (a C cast through a wide integer): floats truncate toward zero,
+            # then wrap (-1.5 -> uint8 255, 300.5 -> 44).
+            return _as_ndarray(a.astype(np.float64).astype(np.int64).astype(dt.numpy_dtype))
         return _as_ndarray(a.astype(dt.numpy_dtype))
 
 

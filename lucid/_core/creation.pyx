@@ -137,15 +137,18 @@ cpdef object _fill_value(object v, DType dt, str fn, str name="fill_value"):
             float(v)
         except OverflowError:
             raise OverflowError(f"{fn}(): {name} {v} is too large for {dt}") from None
-    if dt.code == DT_INT32 or dt.code == DT_INT64:
+    if _is_int_code(dt.code):
         info = np.iinfo(dt.numpy_dtype)
         if isinstance(v, (float, np.floating)):
             if not np.isfinite(v):
                 raise OverflowError(f"{fn}(): {name} {v} cannot be converted to {dt} without "
                                     "overflow")
             v = int(v)
-        if not info.min <= v <= info.max:
+        # PyTorch lets uint8 take -255..-1 and wraps them (-1 -> 255)
+        if not (-info.max if dt.code == DT_UINT8 else info.min) <= v <= info.max:
             raise OverflowError(f"{fn}(): {name} {v} cannot be converted to {dt} without overflow")
+        if v < 0 and dt.code == DT_UINT8:
+            v = int(v) & 0xFF
     return v
 
 
@@ -279,7 +282,8 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device="
 
 
 # The values randint can draw for each dtype (floats: those of the int64 draw).
-_RANDINT_RANGE = {"bool_": (0, 1), "int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
+_RANDINT_RANGE = {"bool_": (0, 1), "uint8": (0, 255), "int8": (-128, 127),
+                  "int16": (-2**15, 2**15 - 1), "int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1)}
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device="cpu",

@@ -397,3 +397,41 @@ REDUCTIONS = [
     _red("all", grad=False),
     _red("any", grad=False),
 ]
+
+
+# =====================================================================================
+# COMPOSITE: public ops made of other ops. A call records its parts' nodes, so these
+# schemas hold no node and no fixed arity; they make every public name reachable through
+# lucid.ops.schema and state the op's AMP policy (what its parts do under autocast:
+# arithmetic and contractions promote, selection and layout keep the input's dtype,
+# logit's log runs in float32). Names of lucid.linalg's own functions take the prefix
+# "linalg_" (the prefix of the linalg schemas with nodes of their own).
+# =====================================================================================
+
+_KEEP = ("zeros_like ones_like empty_like full_like diag diag_embed sort argsort topk "
+         "kthvalue median quantile unique unique_consecutive nonzero argwhere masked_select "
+         "masked_fill masked_fill_ cummax cummin take_along_dim repeat_interleave unflatten "
+         "searchsorted bucketize meshgrid")
+_PROMOTE = ("clip equal allclose isclose concat inner ger kron tensordot einsum det logdet "
+            "slogdet inverse pinverse matrix_power lerp floor_divide "
+            "linalg_cross linalg_eigvalsh linalg_lstsq linalg_matrix_norm linalg_matrix_rank "
+            "linalg_svdvals linalg_vecdot linalg_multi_dot linalg_matrix_power linalg_norm")
+
+COMPOSITE = ([dict(name=n, amp="KeepInput") for n in _KEEP.split()] +
+             [dict(name=n, amp="Promote") for n in _PROMOTE.split()] +
+             [dict(name="logit", amp="ForceFP32")])
+
+
+# =====================================================================================
+# MORE_BINARY: element-wise ops of two operands written outside the BINARY table (their
+# schemas and nodes live with their families: compare.pyx for the bitwise ops, the
+# Python modules for the rest). The rows state each op's AMP policy and torch
+# counterpart, so the policy test and the fuzz test (against torch) cover them too.
+# =====================================================================================
+
+MORE_BINARY = (
+    [dict(name=f"bitwise_{n}", amp="KeepInput", torch=f"bitwise_{n}")
+     for n in ("and", "or", "xor", "left_shift", "right_shift")] +
+    [dict(name="copysign", amp="Promote", torch="copysign"),
+     dict(name="floor_divide", amp="Promote", torch="floor_divide"),
+     dict(name="xlogy", amp="Promote", torch="xlogy")])

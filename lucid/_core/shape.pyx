@@ -13,6 +13,8 @@ cimport numpy as cnp
 import builtins
 import operator
 
+import warnings
+
 import numpy as np
 
 from lucid._core.core cimport *
@@ -313,8 +315,12 @@ cdef class TransposeBackward(Node):
         return transpose(g, self._d0, self._d1)
 
 
-def transpose(input, dim0, dim1):
+def transpose(input, dim0=None, dim1=None):
     """Swap dims dim0 and dim1. A view."""
+    if dim0 is None or dim1 is None:
+        raise TypeError("transpose() needs the two dims to swap, dim0 and dim1 (as torch); "
+                        "for a 2-D tensor t.t() or t.T, to reverse all dims t.permute(...) "
+                        "or numpy.transpose(t)")
     cdef Tensor x = _as_tensor_dev(input)
     cdef int nd = cnp.PyArray_NDIM(x._data)
     cdef int d0 = _norm_dim(dim0, nd)
@@ -1015,6 +1021,11 @@ cdef inline bint _is_mx(object v):
     return type(v).__module__.startswith("mlx")
 
 
+cdef void _warn_uint8_mask() except *:
+    warnings.warn("indexing with dtype lucid.uint8 is deprecated (a uint8 index is a mask, "
+                  "as in PyTorch); use a lucid.bool_ mask instead", UserWarning, stacklevel=1)
+
+
 cdef object _index_component(object it):
     """One index entry -> what NumPy indexing takes; sets nothing. Returns (value, advanced)."""
     if it is None or it is Ellipsis or isinstance(it, slice):
@@ -1025,25 +1036,35 @@ cdef object _index_component(object it):
         return int(it), False
     if _is_mx(it):          # already converted (a node's saved index)
         return it, True
+    cdef int code = -1
+    if isinstance(it, Tensor):
+        code = (<Tensor>it)._dtype.code
+        if (code == DT_INT8 or code == DT_INT16) and cnp.PyArray_NDIM((<Tensor>it)._data) > 0:
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors, "
+                             f"got dtype {(<Tensor>it)._dtype}")
+        if code == DT_UINT8:
+            _warn_uint8_mask()
     if isinstance(it, Tensor) and (<Tensor>it)._mx is not None:
         # A gpu index stays an MLX array (its values are never read on the host, except
         # a 0-d integer, which is a plain int as on the CPU).
         if not (<Tensor>it)._dtype.is_floating_point:
+            if code == DT_UINT8:
+                return (<Tensor>it)._mx != 0, True
             if (<Tensor>it)._dtype is not bool_ and cnp.PyArray_NDIM((<Tensor>it)._data) == 0:
                 return int((<Tensor>it)._mx.item()), False
             return (<Tensor>it)._mx, True
-        raise IndexError("tensors used as indices must be long, int or bool tensors, got "
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors, got "
                          f"dtype {(<Tensor>it)._dtype}")
     if isinstance(it, Tensor):
         a = (<Tensor>it)._data
-    elif isinstance(it, (list, np.ndarray)):
+    elif isinstance(it, (list, tuple, np.ndarray)):      # (a tuple inside an index: as a list)
         try:
-            if isinstance(it, list) and _contains_tensor(it):
+            if isinstance(it, (list, tuple)) and _contains_tensor(it):
                 it = _tensors_to_nested(it)
             a = np.asarray(it)
         except (ShapeError, ValueError, RecursionError) as e:
             raise IndexError(f"this list is not a valid index: {e}") from None
-        if isinstance(it, list) and a.size == 0:
+        if isinstance(it, (list, tuple)) and a.size == 0:
             a = a.astype(np.int64)
     else:
         try:
@@ -1053,6 +1074,11 @@ cdef object _index_component(object it):
                 "only integers, slices (`:`), ellipsis (`...`), None and integer or boolean "
                 f"tensors/arrays are valid indices, got {type(it).__name__}") from None
     kind = a.dtype.kind
+    if a.dtype == np.uint8:          # as PyTorch: a uint8 index is a mask
+        if code < 0:
+            _warn_uint8_mask()
+        kind = "b"
+        a = a != 0
     if kind == "b":
         if a.ndim == 0:
             return bool(a), True
@@ -1081,6 +1107,97 @@ cdef tuple _convert_index(object index):
     if not adv and not ell:
         out.append(Ellipsis)
     return tuple(out), adv
+
+
+cdef inline int _adv_kind(object v):
+    """What an entry of a converted index is, for the placement of advanced dims:
+    0 basic (slice, None, Ellipsis), 1 an integer, 2 an index or mask array, a bool."""
+    if v is None or v is Ellipsis or isinstance(v, slice):
+        return 0
+    if isinstance(v, int) and not isinstance(v, bool):
+        return 1
+    return 2
+
+
+cdef object _torch_order(tuple idx, int nd):
+    """The transpose that takes NumPy's result of ``idx`` to PyTorch's, or None when they
+    agree. Both put the dims of the advanced indices (index arrays, masks) where the
+    first one stands if they are adjacent, else first. They differ in what adjacency
+    means: NumPy counts integers as advanced indices and any Ellipsis as a separator;
+    PyTorch applies integers first (a select, which removes the dim) and an Ellipsis
+    that stands for no dim separates nothing. So x[1, :, d] puts d's dims first in
+    NumPy and after the slice's in PyTorch."""
+    cdef int used = 0, nbasic = 0, k, r = 0
+    cdef int np_first = -1, np_last = -1, np_pos = 0, t_pos = 0, n_t = 0
+    cdef bint np_adj = True, t_adj = True, t_gap = False
+    for v in idx:
+        if v is None or v is Ellipsis:
+            continue
+        used += (<cnp.ndarray>v).ndim if (isinstance(v, np.ndarray) and
+                                          (<cnp.ndarray>v).dtype.kind == "b") else (
+            0 if isinstance(v, bool) else 1)
+    cdef int ell = nd - used
+    if ell < 0:
+        return None         # too many indices: the indexing itself raises
+    cdef int i = 0
+    for v in idx:
+        k = _adv_kind(v)
+        if k == 0:
+            w = ell if v is Ellipsis else 1          # the output dims this entry makes
+            if w > 0 and n_t > 0:
+                t_gap = True
+            nbasic += w
+        else:
+            if np_first < 0:
+                np_first, np_pos = i, nbasic
+            elif np_last != i - 1:
+                np_adj = False
+            np_last = i
+            if k == 2:
+                if n_t == 0:
+                    t_pos = nbasic
+                elif t_gap:
+                    t_adj = False
+                n_t += 1
+                if isinstance(v, bool):
+                    r = builtins.max(r, 1)
+                elif isinstance(v, np.ndarray) and (<cnp.ndarray>v).dtype.kind == "b":
+                    r = builtins.max(r, 1)
+                else:
+                    r = builtins.max(r, <int>v.ndim)
+        i += 1
+    if n_t == 0:
+        return None
+    if not builtins.any([v is Ellipsis for v in idx]):
+        nbasic += ell           # the dims after the last entry, as if by slices
+    if not np_adj:
+        np_pos = 0
+    if not t_adj:
+        t_pos = 0
+    if np_pos == t_pos:
+        return None
+    np_lab = list(range(np_pos)) + [-1 - j for j in range(r)] + list(range(np_pos, nbasic))
+    t_lab = list(range(t_pos)) + [-1 - j for j in range(r)] + list(range(t_pos, nbasic))
+    return tuple([np_lab.index(lab) for lab in t_lab])
+
+
+cdef tuple _no_ellipsis(tuple idx, int nd):
+    """idx with its Ellipsis written out as slices. MLX reads an Ellipsis that stands for
+    no dim as PyTorch does, NumPy as a separator; written out, MLX reads as NumPy does."""
+    cdef int used = 0
+    for v in idx:
+        if v is None or v is Ellipsis:
+            continue
+        used += (<cnp.ndarray>v).ndim if (isinstance(v, np.ndarray) and
+                                          (<cnp.ndarray>v).dtype.kind == "b") else (
+            0 if isinstance(v, bool) else 1)
+    out = []
+    for v in idx:
+        if v is Ellipsis:
+            out.extend([slice(None)] * builtins.max(nd - used, 0))
+        else:
+            out.append(v)
+    return tuple(out)
 
 
 cdef void _check_host_index(tuple idx) except *:
@@ -1186,9 +1303,15 @@ def _getitem(Tensor self not None, index):
     cdef bint adv
     idx, adv = _convert_index(index)
     cdef Tensor y
+    perm = None
+    if adv and self._mx is not None:
+        idx = _no_ellipsis(idx, cnp.PyArray_NDIM(self._data))
+    if adv:
+        perm = _torch_order(idx, cnp.PyArray_NDIM(self._data))
     if self._mx is not None:
         if adv:
-            y = _wrap_mx(self._mx[_gpu_index(self, idx, "indexing")], self._dtype)
+            r = self._mx[_gpu_index(self, idx, "indexing")]
+            y = _wrap_mx(r if perm is None else mlx().transpose(r, perm), self._dtype)
         else:         # NumPy on the shape-only array: the checks and the view's shape
             arr = self._data[idx]
             y = _gview(self, arr, self._mx[_gpu_index(self, idx, "indexing")])
@@ -1196,7 +1319,8 @@ def _getitem(Tensor self not None, index):
         _check_host_index(idx)
         arr = self._data[idx]
         if adv:
-            y = _wrap(_as_ndarray(arr), self._dtype)
+            y = _wrap(_as_ndarray(arr if perm is None else np.ascontiguousarray(
+                (<cnp.ndarray>arr).transpose(perm))), self._dtype)
         else:
             y = _view(self, arr)
     cdef IndexBackward node
@@ -1275,10 +1399,15 @@ cdef void _index_put(Tensor self, tuple idx, bint adv, object value, bint accumu
         raise UnsupportedDTypeError(
             f"index assignment of a {vt._dtype} value into a {self._dtype} tensor; cast it first")
     cdef tuple e_self = _edge(self) if recording else _NO_EDGE
+    perm = _torch_order(idx, cnp.PyArray_NDIM(self._data)) if adv and not gpu else None
     if gpu:
+        # MLX's assignment already places advanced dims as PyTorch does
         _index_put_mx(self, _gpu_index(self, idx, "index assignment"), vt, vdata, accumulate)
     else:
         _check_host_index(idx)
+        if perm is not None and vt is not None:
+            vdata = _numpy_order(vdata, np.broadcast_to(np.empty((), np.bool_),
+                                                        _shp(self._data))[idx].shape, perm, np)
     try:
         if gpu:
             pass
@@ -1303,6 +1432,18 @@ cdef void _index_put(Tensor self, tuple idx, bint adv, object value, bint accumu
             node._val_shape = _shp(vt._data)
             node._val_dtype = vt._dtype
         _set_history(self, node)
+
+
+cdef object _numpy_order(object v, tuple np_shape, tuple perm, object xp):
+    """A value given in PyTorch's order of an index's result (see _torch_order),
+    broadcast and transposed to NumPy's, where the assignment happens."""
+    t_shape = tuple([np_shape[p] for p in perm])
+    try:
+        v = xp.broadcast_to(v, t_shape)
+    except ValueError as e:
+        raise ShapeError(f"index assignment: a value of shape {tuple(v.shape)} does not "
+                         f"broadcast to the indexed shape {t_shape}: {e}") from None
+    return xp.transpose(v, tuple([int(j) for j in np.argsort(perm)]))
 
 
 cdef void _index_put_mx(Tensor self, tuple mi, Tensor vt, object vdata, bint accumulate) except *:

@@ -547,6 +547,14 @@ def clamp(input, min=None, max=None):
     a = x._data
     lo = tlo._data if tlo is not None else min
     hi = thi._data if thi is not None else max
+    if not x._dtype.is_floating_point and x._dtype is not bool_:
+        # integer bounds take the input's dtype as PyTorch's do (a uint8 bound -3 is 253;
+        # one out of range is an error)
+        from lucid._core.creation import _fill_value
+        if tlo is None and lo is not None:
+            lo = x._dtype.numpy_dtype.type(_fill_value(lo, x._dtype, "clamp", "min"))
+        if thi is None and hi is not None:
+            hi = x._dtype.numpy_dtype.type(_fill_value(hi, x._dtype, "clamp", "max"))
     r = a
     try:
         if lo is not None:
