@@ -1130,6 +1130,8 @@ cdef object _torch_order(tuple idx, int nd):
     cdef int used = 0, nbasic = 0, k, r = 0
     cdef int np_first = -1, np_last = -1, np_pos = 0, t_pos = 0, n_t = 0
     cdef bint np_adj = True, t_adj = True, t_gap = False
+    if len(idx) < 2:
+        return None          # one entry: nothing for the two rules to place differently
     for v in idx:
         if v is None or v is Ellipsis:
             continue
