@@ -594,7 +594,8 @@ cdef class BinaryCPU(Kernel):
         if self.k != NULL and dt.is_floating_point:
             return _bin_forward(self.k, a, b)
         if self.fwd != NULL and dt.is_floating_point and (params is None or (
-                type(params) is int and params == 1)):
+                type(params) is int and params == 1)) and _has_num(a, dt.typenum) \
+                and _has_num(b, dt.typenum):
             return _bin_forward(self.fwd, a, b)
         if params is not None and (isinstance(params, Tensor) or not _is_scalar(params)):
             raise TypeError(f"{self.name}(): alpha must be a number, got {type(params).__name__}")
@@ -670,6 +671,13 @@ cdef class BinaryCPU(Kernel):
             return None
         r = self.run2(_half_to_f32(xa), _half_to_f32(xb), float32, params)
         return _f32_to_half(_as_ndarray(r), dt)
+
+
+cdef inline bint _has_num(object x, int num):
+    """Is x an ndarray or a NumPy scalar of type number num?"""
+    if type(x) is np.ndarray:
+        return cnp.PyArray_TYPE(<cnp.ndarray>x) == num
+    return isinstance(x, np.generic) and (<cnp.dtype>x.dtype).type_num == num
 
 
 cdef Py_ssize_t _bsize(object a, object b) except -1:
