@@ -46,7 +46,7 @@ MODULES = {
     "creation": None,
 }
 KERNELS = {
-    "lucid_core_kernels": ["lucid_cpuinfo.c", "lucid_pool.c", "lucid_half.c"],
+    "lucid_core_kernels": ["lucid_cpuinfo.c", "lucid_pool.c", "lucid_half.c", "lucid_alloc.c"],
     "lucid_unary_kernels": ["lucid_vforce.c", "lucid_half.c"],
     "lucid_binary_kernels": ["lucid_binary.c", "lucid_half.c"],
     "lucid_reduce_kernels": ["lucid_reduce.c"],

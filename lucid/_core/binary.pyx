@@ -69,6 +69,33 @@ cdef struct BinaryKernels:
     bg32_t g32
     bg64_t g64
 
+
+# add, sub, mul, div: forward-only kernels (src/lucid_binary.c), for floats.
+cdef extern from *:
+    """
+    void lucid_vaddf(float *, const float *, const float *, const int *, int);
+    void lucid_vadd(double *, const double *, const double *, const int *, int);
+    void lucid_vsubf(float *, const float *, const float *, const int *, int);
+    void lucid_vsub(double *, const double *, const double *, const int *, int);
+    void lucid_vmulf(float *, const float *, const float *, const int *, int);
+    void lucid_vmul(double *, const double *, const double *, const int *, int);
+    void lucid_vdivf(float *, const float *, const float *, const int *, int);
+    void lucid_vdiv(double *, const double *, const double *, const int *, int);
+    """
+    void lucid_vaddf(float *, const float *, const float *, const int *, int) noexcept nogil
+    void lucid_vadd(double *, const double *, const double *, const int *, int) noexcept nogil
+    void lucid_vsubf(float *, const float *, const float *, const int *, int) noexcept nogil
+    void lucid_vsub(double *, const double *, const double *, const int *, int) noexcept nogil
+    void lucid_vmulf(float *, const float *, const float *, const int *, int) noexcept nogil
+    void lucid_vmul(double *, const double *, const double *, const int *, int) noexcept nogil
+    void lucid_vdivf(float *, const float *, const float *, const int *, int) noexcept nogil
+    void lucid_vdiv(double *, const double *, const double *, const int *, int) noexcept nogil
+
+cdef BinaryKernels _K_ARITH_ADD = BinaryKernels(lucid_vaddf, lucid_vadd, NULL, NULL)
+cdef BinaryKernels _K_ARITH_SUB = BinaryKernels(lucid_vsubf, lucid_vsub, NULL, NULL)
+cdef BinaryKernels _K_ARITH_MUL = BinaryKernels(lucid_vmulf, lucid_vmul, NULL, NULL)
+cdef BinaryKernels _K_ARITH_DIV = BinaryKernels(lucid_vdivf, lucid_vdiv, NULL, NULL)
+
 # Kernels take an int count; longer arrays go through in chunks of this many
 # elements (a multiple of the kernels' block, so chunking never changes a result).
 # Pieces of strided or broadcast operands are _PIECE elements; below _NOGIL_MIN
@@ -259,6 +286,171 @@ cdef int _bc_mode(cnp.ndarray a, cnp.ndarray b, tuple shape):
     return -1
 
 
+# -- row and column broadcasts ---------------------------------------------------------
+# An output of `shape` is seen as M rows of N (the dims before and after a split k).
+# Each C-contiguous operand is then FULL (M x N), a ROW (N values, the same for every
+# row: (N,), (1, N)), a COL (M values, one per row: (M, 1)) or ONE value. Row i is one
+# kernel call over N elements, a COL or ONE operand being that call's single value, so
+# nothing is materialised, and an element's result depends on its operands only (the
+# rows never change it, whichever thread runs them).
+cdef enum:
+    _FULL = 0
+    _ROW = 1
+    _COL = 2
+    _ONE = 3
+    _ROWS_MIN = 16         # shorter rows go through NumPy (a kernel call per few elements)
+
+
+cdef int _kind_at(cnp.ndarray x, tuple shape, int k):
+    """The kind of operand x for an output `shape` split at k, or -1."""
+    cdef int d = len(shape), off = d - cnp.PyArray_NDIM(x), j
+    cdef Py_ssize_t xd, sd
+    cdef bint lo = True, lf = True, ro = True, rf = True
+    if off < 0:
+        return -1
+    for j in range(d):
+        xd = 1 if j < off else cnp.PyArray_DIMS(x)[j - off]
+        sd = shape[j]
+        if j < k:
+            lo = lo and xd == 1
+            lf = lf and xd == sd
+        else:
+            ro = ro and xd == 1
+            rf = rf and xd == sd
+    if lf and rf:
+        return _FULL
+    if lo and rf:
+        return _ROW
+    if lf and ro:
+        return _COL
+    if lo and ro:
+        return _ONE
+    return -1
+
+
+cdef bint _split_rows(cnp.ndarray a, cnp.ndarray b, tuple shape, Py_ssize_t *m,
+                      Py_ssize_t *n, int *ka, int *kb) except -1:
+    """Find a split of `shape` where both operands are FULL / ROW / COL / ONE and each
+    row has one operand spanning it; False if there is none (the caller falls back)."""
+    cdef int d = len(shape), k, j
+    if not (cnp.PyArray_IS_C_CONTIGUOUS(a) and cnp.PyArray_IS_C_CONTIGUOUS(b)):
+        return False
+    for k in range(1, d):
+        ka[0] = _kind_at(a, shape, k)
+        kb[0] = _kind_at(b, shape, k)
+        if ka[0] < 0 or kb[0] < 0 or (ka[0] >= _COL and kb[0] >= _COL):
+            continue
+        m[0] = n[0] = 1
+        for j in range(d):
+            if j < k:
+                m[0] *= <Py_ssize_t>shape[j]
+            else:
+                n[0] *= <Py_ssize_t>shape[j]
+        return n[0] >= _ROWS_MIN and m[0] > 0
+    return False
+
+
+cdef struct _RowJob:
+    const BinaryKernels *k
+    int num, ka, kb
+    char *z
+    char *ga
+    char *gb
+    const char *g
+    const char *a
+    const char *b
+    const char *y
+    Py_ssize_t m, n, rows, isz
+    const char *tile       # a ROW operand repeated over `r` rows (see _row_tile), or NULL
+    Py_ssize_t r
+
+
+cdef inline const char *_row_of(const char *x, int kind, Py_ssize_t i, Py_ssize_t n,
+                                Py_ssize_t isz) noexcept nogil:
+    if kind == _FULL:
+        return x + i * n * isz
+    if kind == _COL:
+        return x + i * isz
+    return x
+
+
+cdef void _rows_piece(void *ctx, Py_ssize_t c) noexcept nogil:
+    """Rows [c * rows, (c + 1) * rows) of a forward (z != NULL) or a fused backward."""
+    cdef _RowJob *j = <_RowJob *>ctx
+    cdef Py_ssize_t i, off
+    cdef Py_ssize_t end = (c + 1) * j.rows if (c + 1) * j.rows < j.m else j.m
+    cdef int bc = LV_BC_A if j.ka >= _COL else (LV_BC_B if j.kb >= _COL else LV_BC_NONE)
+    cdef Py_ssize_t cnt
+    cdef const char *pa
+    cdef const char *pb
+    if j.tile != NULL:     # a ROW and a FULL operand: r rows per kernel call
+        i = c * j.rows
+        while i < end:
+            cnt = j.r if end - i > j.r else end - i
+            off = i * j.n * j.isz
+            pa = j.tile if j.ka == _ROW else j.a + off
+            pb = j.tile if j.kb == _ROW else j.b + off
+            if j.z != NULL:
+                _bin_run(j.k, j.num, j.z + off, pa, pb, cnt * j.n, LV_BC_NONE, j.isz)
+            else:
+                _bgrad_run(j.k, j.num, j.ga + off if j.ga != NULL else NULL,
+                           j.gb + off if j.gb != NULL else NULL, j.g + off, pa, pb,
+                           j.y + off if j.y != NULL else NULL, cnt * j.n, LV_BC_NONE, j.isz)
+            i += cnt
+        return
+    for i in range(c * j.rows, end):
+        off = i * j.n * j.isz
+        if j.z != NULL:
+            _bin_run(j.k, j.num, j.z + off, _row_of(j.a, j.ka, i, j.n, j.isz),
+                     _row_of(j.b, j.kb, i, j.n, j.isz), j.n, bc, j.isz)
+        else:
+            _bgrad_run(j.k, j.num, j.ga + off if j.ga != NULL else NULL,
+                       j.gb + off if j.gb != NULL else NULL, j.g + off,
+                       _row_of(j.a, j.ka, i, j.n, j.isz), _row_of(j.b, j.kb, i, j.n, j.isz),
+                       j.y + off if j.y != NULL else NULL, j.n, bc, j.isz)
+
+
+cdef void _rows_run(_RowJob *j) noexcept nogil:
+    cdef Py_ssize_t total = j.m * j.n
+    cdef int nt = _threads_for(total)
+    cdef Py_ssize_t per = _piece_len(total, nt) if nt > 1 else total
+    j.rows = per // j.n if per >= j.n else 1
+    if j.tile != NULL:
+        j.rows = (j.rows + j.r - 1) // j.r * j.r
+    if nt == 1 or j.rows >= j.m:
+        j.rows = j.m
+        _rows_piece(j, 0)
+    else:
+        _parallel_for(_rows_piece, j, (j.m + j.rows - 1) // j.rows, nt)
+
+
+cdef object _row_tile(_RowJob *j, cnp.ndarray a, cnp.ndarray b):
+    """For a ROW operand next to a FULL one: its row repeated over j.r rows (at least
+    2048 elements; j.r a multiple of 16, so each call starts 64-byte aligned), so the kernel runs over r rows at a time and a
+    short row never costs a call and a padded tail of its own. Returns the tile (kept
+    alive by the caller) or None."""
+    cdef Py_ssize_t r
+    j.tile = NULL
+    if not ((j.ka == _ROW and j.kb == _FULL) or (j.ka == _FULL and j.kb == _ROW)) \
+            or j.n >= 2048:
+        return None
+    r = ((2048 + j.n - 1) // j.n + 15) // 16 * 16
+    if r > j.m:
+        r = j.m
+    tile = np.tile(a.reshape(-1) if j.ka == _ROW else b.reshape(-1), r)
+    j.r = r
+    j.tile = cnp.PyArray_BYTES(<cnp.ndarray>tile)
+    return tile
+
+
+cdef void _rows_go(_RowJob *j):
+    if j.m * j.n < _NOGIL_MIN:
+        _rows_run(j)
+    else:
+        with nogil:
+            _rows_run(j)
+
+
 cdef cnp.ndarray _bin_forward(const BinaryKernels *k, object xa, object xb):
     """op(xa, xb) with lucid's kernels, for float16/32/64 operands (ndarrays or NumPy
     scalars) of one dtype. float16 computes in float32."""
@@ -289,6 +481,22 @@ cdef cnp.ndarray _bin_forward(const BinaryKernels *k, object xa, object xb):
             with nogil:
                 _bin_par(k, num, cnp.PyArray_BYTES(out), cnp.PyArray_BYTES(a),
                          cnp.PyArray_BYTES(b), cnp.PyArray_SIZE(out), bc, isz)
+        return out
+    cdef _RowJob rj
+    cdef cnp.npy_intp dims[64]
+    cdef int i
+    if cnp.PyArray_SIZE(a) > 0 and cnp.PyArray_SIZE(b) > 0 and \
+            _split_rows(a, b, shape, &rj.m, &rj.n, &rj.ka, &rj.kb):
+        for i in range(len(shape)):
+            dims[i] = shape[i]
+        out = cnp.PyArray_EMPTY(len(shape), dims, num, 0)
+        rj.k, rj.num, rj.isz = k, num, isz
+        rj.z = cnp.PyArray_BYTES(out)
+        rj.a, rj.b = cnp.PyArray_BYTES(a), cnp.PyArray_BYTES(b)
+        rj.ga = rj.gb = NULL
+        rj.g = rj.y = NULL
+        tile = _row_tile(&rj, a, b)
+        _rows_go(&rj)
         return out
     # General broadcasting or strided operands: contiguous pieces of _PIECE elements
     # (NumPy's buffered iterator), never a full copy of either operand.
@@ -322,12 +530,26 @@ cdef tuple _bin_backward(const BinaryKernels *k, cnp.ndarray g, object xa, objec
     g = np.require(g, None, "CA")
     cdef cnp.ndarray yy = None if y is None else np.require(y, dt, "CA")
     cdef int bc = _bc_mode(a, b, shape)
+    cdef _RowJob rj
+    if bc < 0 and cnp.PyArray_SIZE(g) > 0 and _split_rows(a, b, shape, &rj.m, &rj.n, &rj.ka, &rj.kb):
+        ga = np.empty(shape, dt) if want_a else None
+        gb = np.empty(shape, dt) if want_b else None
+        rj.k, rj.num, rj.isz = k, cnp.PyArray_TYPE(g), cnp.PyArray_ITEMSIZE(g)
+        rj.z = NULL
+        rj.ga = cnp.PyArray_BYTES(ga) if want_a else NULL
+        rj.gb = cnp.PyArray_BYTES(gb) if want_b else NULL
+        rj.g = cnp.PyArray_BYTES(g)
+        rj.a, rj.b = cnp.PyArray_BYTES(a), cnp.PyArray_BYTES(b)
+        rj.y = cnp.PyArray_BYTES(yy) if yy is not None else NULL
+        tile = _row_tile(&rj, a, b)
+        _rows_go(&rj)
+        return (ga, gb)
     if bc < 0:       # general broadcasting: give each operand the output's shape
         a = np.ascontiguousarray(np.broadcast_to(a, shape))
         b = np.ascontiguousarray(np.broadcast_to(b, shape))
         bc = LV_BC_NONE
-    cdef cnp.ndarray ga = np.empty(shape, dt) if want_a else None
-    cdef cnp.ndarray gb = np.empty(shape, dt) if want_b else None
+    ga = np.empty(shape, dt) if want_a else None
+    gb = np.empty(shape, dt) if want_b else None
     cdef char *pa = cnp.PyArray_BYTES(ga) if want_a else NULL
     cdef char *pb = cnp.PyArray_BYTES(gb) if want_b else NULL
     cdef const char *py = cnp.PyArray_BYTES(yy) if yy is not None else NULL
@@ -364,12 +586,17 @@ cdef class BinaryCPU(Kernel):
     cdef bint array_formula            # the row's formula is plain arithmetic (see _eager)
     cdef str name
     cdef int half_op                   # LH_ADD.. for lucid_half_binary, -1: none
+    cdef const BinaryKernels *fwd      # add, sub, mul, div: lucid's forward for floats
 
     cdef object run2(self, object a, object b, DType dt, object params):
         if _is_half_code(dt.code):
             return self._run_half(a, b, dt, params)
         if self.k != NULL and dt.is_floating_point:
             return _bin_forward(self.k, a, b)
+        if self.fwd != NULL and dt.is_floating_point and (params is None or (
+                type(params) is int and params == 1)) and _has_num(a, dt.typenum) \
+                and _has_num(b, dt.typenum):
+            return _bin_forward(self.fwd, a, b)
         if params is not None and (isinstance(params, Tensor) or not _is_scalar(params)):
             raise TypeError(f"{self.name}(): alpha must be a number, got {type(params).__name__}")
         if params is not None and params != 1:          # add / sub's alpha
@@ -446,6 +673,13 @@ cdef class BinaryCPU(Kernel):
         return _f32_to_half(_as_ndarray(r), dt)
 
 
+cdef inline bint _has_num(object x, int num):
+    """Is x an ndarray or a NumPy scalar of type number num?"""
+    if type(x) is np.ndarray:
+        return cnp.PyArray_TYPE(<cnp.ndarray>x) == num
+    return isinstance(x, np.generic) and (<cnp.dtype>x.dtype).type_num == num
+
+
 cdef Py_ssize_t _bsize(object a, object b) except -1:
     """The number of elements of a and b broadcast together."""
     cdef Py_ssize_t n = 1
@@ -482,6 +716,9 @@ cdef BinaryCPU _binary_kernel(OpSchema s, object ufunc, const BinaryKernels *k, 
     c.half_op = (LH_ADD if ufunc is np.add else LH_SUB if ufunc is np.subtract else
                  LH_MUL if ufunc is np.multiply else LH_DIV if ufunc is np.true_divide else -1)
     c.array_formula = array_formula
+    c.fwd = (&_K_ARITH_ADD if ufunc is np.add else &_K_ARITH_SUB if ufunc is np.subtract else
+             &_K_ARITH_MUL if ufunc is np.multiply else &_K_ARITH_DIV if ufunc is np.true_divide
+             else NULL)
     c.ufunc = ufunc
     c.k = k
     c.reads_a = reads_a

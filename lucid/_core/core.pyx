@@ -31,6 +31,7 @@ cnp.import_array()
 cdef extern from "lucid_state.h":
     int lucid_grad_enabled     # thread-local grad mode, 1 in every new thread
     int lucid_autocast_code    # thread-local autocast dtype code, -1 (off) in every new thread
+    int lucid_alloc_depth      # thread-local nesting of lucid's allocator scopes
 
 cdef extern from "lucid_half.h" nogil:
     enum:
@@ -1786,7 +1787,16 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
             # Tensors flow in graph mode and on the gpu (whose nodes run their graph-mode
             # formulas with MLX ops); ndarrays go to the CPU's fused eager kernels.
             tm = create_graph or type(g) is not cnp.ndarray
-            grads = node._graph(<Tensor>g) if tm else node._eager(<cnp.ndarray>g)
+            if tm:
+                grads = node._graph(<Tensor>g)
+            elif isinstance(node, PyNode):   # may run user code: NumPy's allocator there
+                grads = node._eager(<cnp.ndarray>g)
+            else:
+                old = _alloc_enter()
+                try:
+                    grads = node._eager(<cnp.ndarray>g)
+                finally:
+                    _alloc_exit(old)
             if not keep_graph:
                 node._release()
             for i in range(len(node._next)):
@@ -2146,7 +2156,12 @@ cdef Tensor dispatch_unary(OpSchema s, object input, object params):
     cdef Tensor x = prepare(s, input)
     if x._mx is not None:
         return _gpu_unary(s, x, params)
-    cdef cnp.ndarray r = _as_ndarray(s.cpu.run1(x._data, params))
+    cdef object old = _alloc_enter()
+    try:
+        res = s.cpu.run1(x._data, params)
+    finally:
+        _alloc_exit(old)
+    cdef cnp.ndarray r = _as_ndarray(res)
     cdef Tensor y = _wrap(r, x._dtype if cnp.PyArray_TYPE(r) == x._dtype.typenum
                           else _dtype_of_array(r))
     if lucid_grad_enabled and x._requires_grad and s.node is not None:
@@ -2234,12 +2249,15 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
         raise OverflowError(
             f"{s.name}(): {'input' if ta is None else 'other'} = {sa if ta is None else sb!r} "
             f"does not fit in the result dtype {dt}") from None
+    cdef object old = _alloc_enter()
     try:
         r = s.cpu.run2(oa, ob, cdt, params)
     except ValueError as e:
         if "broadcast" in str(e):
             raise _broadcast_error(ta, tb, e) from None
         raise LucidError(str(e)) from None
+    finally:
+        _alloc_exit(old)
     cdef cnp.ndarray arr = _as_ndarray(r)
     cdef Tensor out
     if s.node is None:                 # comparisons and predicates: the kernel's dtype
@@ -2512,6 +2530,142 @@ def get_num_threads():
 def _pool_workers():
     """Pool workers alive in this process (0 in a fork child until its first large kernel)."""
     return lucid_pool_workers()
+
+
+# -- the caching allocator (src/lucid_alloc.c) -----------------------------------------------
+# NumPy asks the handler in a context variable for every array's memory; lucid sets its
+# handler only while its own ops run (the kernel call in the dispatcher and the eager
+# backward of lucid's nodes), so arrays the user makes with NumPy keep NumPy's. An array
+# remembers its handler, so one made by lucid returns its buffer to lucid's cache
+# whenever and wherever it dies. LUCID_ALLOCATOR=0 turns it off (sanitizer runs:
+# docs/sanitizers.md); LUCID_ALLOCATOR_CACHE_MB bounds the cache (512 by default).
+cdef extern from "lucid_alloc.h" nogil:
+    ctypedef struct lucid_alloc_stats_t:
+        size_t cached_bytes, cached_blocks, limit, hits, misses
+    void *lucid_alloc_malloc(void *ctx, size_t size)
+    void *lucid_alloc_calloc(void *ctx, size_t nelem, size_t elsize)
+    void *lucid_alloc_realloc(void *ctx, void *ptr, size_t size)
+    void lucid_alloc_free(void *ctx, void *ptr, size_t size)
+    size_t lucid_alloc_release()
+    void lucid_alloc_set_limit(size_t nbytes)
+    void lucid_alloc_stats(lucid_alloc_stats_t *out)
+
+cdef extern from "numpy/ndarraytypes.h":
+    ctypedef struct PyDataMemAllocator:
+        void *ctx
+        void *(*malloc)(void *, size_t) noexcept nogil
+        void *(*calloc)(void *, size_t, size_t) noexcept nogil
+        void *(*realloc)(void *, void *, size_t) noexcept nogil
+        void (*free)(void *, void *, size_t) noexcept nogil
+    ctypedef struct PyDataMem_Handler:
+        char name[127]
+        unsigned char version
+        PyDataMemAllocator allocator
+
+cdef extern from "numpy/arrayobject.h":
+    object PyDataMem_SetHandler(object handler)
+
+from cpython.pycapsule cimport PyCapsule_New
+from libc.string cimport strcpy
+
+cdef PyDataMem_Handler _alloc_handler
+cdef object _ALLOC_CAPSULE = None        # None: the allocator is off
+
+
+# A build under AddressSanitizer leaves every allocation to it (a recycled buffer would
+# hide a use-after-free).
+cdef extern from *:
+    """
+    #if defined(__SANITIZE_ADDRESS__)
+    #define LUCID_ASAN 1
+    #elif defined(__has_feature)
+    #if __has_feature(address_sanitizer)
+    #define LUCID_ASAN 1
+    #endif
+    #endif
+    #ifndef LUCID_ASAN
+    #define LUCID_ASAN 0
+    #endif
+    """
+    int LUCID_ASAN
+
+
+cdef object _alloc_setup():
+    env = os.environ.get("LUCID_ALLOCATOR", "1").strip().lower()
+    if LUCID_ASAN or env in ("0", "off", "false", "no"):
+        return None
+    mb = os.environ.get("LUCID_ALLOCATOR_CACHE_MB", "").strip()
+    if mb:
+        try:
+            lucid_alloc_set_limit(<size_t>(float(mb) * (1 << 20)))
+        except ValueError:
+            raise ValueError(f"LUCID_ALLOCATOR_CACHE_MB must be a number, got {mb!r}") from None
+    strcpy(_alloc_handler.name, b"lucid_cache")
+    _alloc_handler.version = 1
+    _alloc_handler.allocator.ctx = NULL
+    _alloc_handler.allocator.malloc = lucid_alloc_malloc
+    _alloc_handler.allocator.calloc = lucid_alloc_calloc
+    _alloc_handler.allocator.realloc = lucid_alloc_realloc
+    _alloc_handler.allocator.free = lucid_alloc_free
+    return PyCapsule_New(&_alloc_handler, "mem_handler", NULL)
+
+
+_ALLOC_CAPSULE = _alloc_setup()
+
+
+cdef object _alloc_enter():
+    """Make lucid's handler the current one; returns what _alloc_exit restores (None:
+    nothing to restore). A thread-local depth makes nested scopes free."""
+    global lucid_alloc_depth
+    if _ALLOC_CAPSULE is None:
+        return None
+    lucid_alloc_depth += 1
+    if lucid_alloc_depth > 1:
+        return None
+    return PyDataMem_SetHandler(_ALLOC_CAPSULE)
+
+
+cdef int _alloc_exit(object old) except -1:
+    global lucid_alloc_depth
+    if _ALLOC_CAPSULE is None:
+        return 0
+    lucid_alloc_depth -= 1
+    if old is not None:
+        PyDataMem_SetHandler(old)
+    return 0
+
+
+def empty_cache():
+    """Return the memory of freed tensors that lucid keeps for reuse to the system.
+
+    lucid caches the buffers of dead tensors by size class (bounded by
+    ``LUCID_ALLOCATOR_CACHE_MB``, 512 MB by default) so that repeated ops do not
+    fault in fresh pages; this releases all of them. Live tensors are not affected."""
+    with nogil:
+        lucid_alloc_release()
+
+
+def _allocator_stats():
+    """The cache's state: enabled, cached_bytes, cached_blocks, limit, hits, misses."""
+    cdef lucid_alloc_stats_t st
+    lucid_alloc_stats(&st)
+    return {"enabled": _ALLOC_CAPSULE is not None, "cached_bytes": st.cached_bytes,
+            "cached_blocks": st.cached_blocks, "limit": st.limit, "hits": st.hits,
+            "misses": st.misses}
+
+
+def _set_allocator_limit(size_t nbytes):
+    """Bound the cache to nbytes (releasing it all if it holds more); for tests."""
+    lucid_alloc_set_limit(nbytes)
+
+
+def _alloc_scope_run(fn, *args):
+    """fn(*args) with lucid's handler current (for tests and lucid's Python-level ops)."""
+    old = _alloc_enter()
+    try:
+        return fn(*args)
+    finally:
+        _alloc_exit(old)
 
 
 cdef int _threads_for(Py_ssize_t n) noexcept nogil:

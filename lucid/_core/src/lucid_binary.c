@@ -1,6 +1,6 @@
 /*
  * lucid's binary element-wise kernels: pow, atan2, hypot, maximum, minimum,
- * logaddexp (forward and one fused backward each), and neg.
+ * logaddexp (forward and one fused backward each), add, sub, mul, div (forward), and neg.
  *
  *     void lucid_v<name>f(float *z, const float *a, const float *b, const int *n, int bc);
  *     void lucid_v<name>_gradf(float *ga, float *gb, const float *g, const float *a,
@@ -336,6 +336,18 @@ LV_BIN_OP(hypot, HYPOT(a, b), , , 1, 1, g / y * a, g / y * b)
 /* d logaddexp = e^(a - y) da + e^(b - y) db */
 LV_BIN_OP_AFTER(logaddexp, LOGADDEXP(a, b), , , lv_logaddexp_fixf(zp, ap, bp, n, bc);,
                 lv_logaddexp_fix(zp, ap, bp, n, bc);, 1, 1, g * EXP(a - y), g * EXP(b - y))
+
+/* add, sub, mul, div: forward only (their backward is plain arithmetic on arrays).
+ * One IEEE operation per element, so the result is NumPy's and PyTorch's bit for bit;
+ * lucid runs them for the broadcasts (a row, a column, one value) that the callers
+ * split into rows of one of these calls each. */
+#define LV_ARITH_OP(name, EXPR)                                                 \
+    LV_BIN_FWD_FN(lucid_v##name##f, float, EXPR, , )                            \
+    LV_BIN_FWD_FN(lucid_v##name, double, EXPR, , )
+LV_ARITH_OP(add, a + b)
+LV_ARITH_OP(sub, a - b)
+LV_ARITH_OP(mul, a * b)
+LV_ARITH_OP(div, a / b)
 
 /* pow. A scalar exponent that one correctly rounded operation gives exactly takes
  * that operation (as NumPy does): x**2, x**-1, x**0.5 cost a multiply, a divide, a
