@@ -1792,7 +1792,7 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
             elif isinstance(node, PyNode):   # may run user code: NumPy's allocator there
                 grads = node._eager(<cnp.ndarray>g)
             else:
-                old = _alloc_enter()
+                old = _alloc_enter(cnp.PyArray_NBYTES(<cnp.ndarray>g))
                 try:
                     grads = node._eager(<cnp.ndarray>g)
                 finally:
@@ -2156,7 +2156,7 @@ cdef Tensor dispatch_unary(OpSchema s, object input, object params):
     cdef Tensor x = prepare(s, input)
     if x._mx is not None:
         return _gpu_unary(s, x, params)
-    cdef object old = _alloc_enter()
+    cdef object old = _alloc_enter(cnp.PyArray_NBYTES(x._data))
     try:
         res = s.cpu.run1(x._data, params)
     finally:
@@ -2249,7 +2249,7 @@ cdef object dispatch_binary(OpSchema s, object a, object b, object params):
         raise OverflowError(
             f"{s.name}(): {'input' if ta is None else 'other'} = {sa if ta is None else sb!r} "
             f"does not fit in the result dtype {dt}") from None
-    cdef object old = _alloc_enter()
+    cdef object old = _alloc_enter(max(_nbytes(oa), _nbytes(ob)))
     try:
         r = s.cpu.run2(oa, ob, cdt, params)
     except ValueError as e:
@@ -2613,12 +2613,26 @@ cdef object _alloc_setup():
 _ALLOC_CAPSULE = _alloc_setup()
 
 
-cdef object _alloc_enter():
-    """Make lucid's handler the current one; returns what _alloc_exit restores (None:
-    nothing to restore). A thread-local depth makes nested scopes free."""
+# Below this many bytes of operand, an op keeps NumPy's allocator: small buffers come
+# back from malloc's free lists without page faults, and setting the handler (a context
+# variable, twice per op) would be a large share of a small op's cost.
+cdef Py_ssize_t _ALLOC_MIN_BYTES = 1 << 16
+cdef object _ALLOC_SKIP = object()
+
+
+cdef inline Py_ssize_t _nbytes(object a) noexcept:
+    return cnp.PyArray_NBYTES(<cnp.ndarray>a) if type(a) is cnp.ndarray else 0
+
+
+cdef object _alloc_enter(Py_ssize_t nbytes=1 << 62):
+    """Make lucid's handler the current one for an op whose largest operand has nbytes;
+    returns what _alloc_exit restores (None: nothing to restore). A thread-local depth
+    makes nested scopes free."""
     global lucid_alloc_depth
     if _ALLOC_CAPSULE is None:
         return None
+    if nbytes < _ALLOC_MIN_BYTES:
+        return _ALLOC_SKIP
     lucid_alloc_depth += 1
     if lucid_alloc_depth > 1:
         return None
@@ -2627,7 +2641,7 @@ cdef object _alloc_enter():
 
 cdef int _alloc_exit(object old) except -1:
     global lucid_alloc_depth
-    if _ALLOC_CAPSULE is None:
+    if _ALLOC_CAPSULE is None or old is _ALLOC_SKIP:
         return 0
     lucid_alloc_depth -= 1
     if old is not None:
