@@ -236,15 +236,18 @@ entr = _unary("entr", lambda a, _: sc.entr(a),
               lambda x, y, _: -(ops.log(x) + 1), doc="-x log x (0 at 0, -inf for x < 0).")
 
 
+_logit = ops.logit      # the kernel row; export() below puts this wrapper in its place
+
+
 def logit(input, eps=None):
-    """log(p / (1 - p)); with ``eps``, p is first clamped to [eps, 1 - eps] (zero gradient
+    """log(x / (1 - x)); with ``eps``, x is first clamped to [eps, 1 - eps] (zero gradient
     outside, as torch)."""
     x = _t(input)
     if not x.is_floating_point():
         x = x.to(_f32)
     if eps is not None:
         x = ops.clamp(x, eps, 1 - eps)
-    return ops.log(x) - ops.log1p(-x)
+    return _logit(x)
 
 
 def expit(input):

@@ -53,6 +53,8 @@ UNARY_DATA = {
     "erfinv": _data("sp.erfinv(x)", "erfinv(x)", (-0.99, 0.99)),
     "sigmoid": _data("sp.expit(x)", "1 / (1 + exp(-x))", (-20.0, 20.0)),
     "softplus": _data("np.logaddexp(0, x)", "log1p(exp(x))", (-20.0, 20.0)),
+    "logsigmoid": _data("-np.logaddexp(0, -x)", "-log1p(exp(-x))", (-20.0, 20.0)),
+    "logit": _data("sp.logit(x)", "log(x / (1 - x))", (0.01, 0.99)),
     "gelu": _data(f"0.5 * x * sp.erfc(-x * {_INV_SQRT2})", "x / 2 * erfc(-x / sqrt(2))", (-8.0, 8.0)),
     "silu": _data("x * sp.expit(x)", "x / (1 + exp(-x))", (-20.0, 20.0)),
     "relu": _data("np.where(x < 0, 0.0, x)", "max(x, 0)", (-5.0, 5.0)),

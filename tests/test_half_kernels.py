@@ -131,7 +131,7 @@ def check_unary(dtname):
     for n in (1, 31, 32, 33, 1023, 1024, 1025, 40_001):
         x = rng.uniform(-5, 5, n).astype(np.float32).astype(NP_HALF[dtname])
         g = rng.uniform(-2, 2, n).astype(np.float32).astype(NP_HALF[dtname])
-        for op in ("tanh", "sin", "erf", "silu"):
+        for op in ("tanh", "sin", "erf", "silu", "relu"):
             fn = getattr(lucid, op)
             with lucid.no_grad():
                 want = fn(lucid.from_numpy(x.astype(np.float32))).numpy().astype(NP_HALF[dtname])
@@ -145,6 +145,23 @@ def check_unary(dtname):
             fn(x32).backward(lucid.from_numpy(g.astype(np.float32)))
             _assert_bits(xt.grad.numpy(), x32.grad.numpy().astype(NP_HALF[dtname]),
                          f"{dtname} {op} grad n={n}")
+
+
+def check_relu_bits(dtname):
+    """relu works on half bit patterns without widening: every pattern gives NumPy's
+    float32 relu (-0 stays -0, nan stays nan) rounded to the half type, for every length."""
+    every = np.arange(1 << 16, dtype=np.uint16).view(NP_HALF[dtname])
+    x32 = every.astype(np.float32)
+    with np.errstate(invalid="ignore"):       # (the nans' cast)
+        want = np.where(x32 < 0, np.float32(0), x32).astype(NP_HALF[dtname])
+    _assert_bits(lucid.relu(lucid.from_numpy(every)).numpy(), want, f"{dtname} relu")
+    for n in (1, 17, 33, 1025):
+        _assert_bits(lucid.relu(lucid.from_numpy(every[-n:])).numpy(), want[-n:],
+                     f"{dtname} relu n={n}")
+    got = lucid.relu(lucid.from_numpy(every)).numpy().view(np.uint16)
+    nan = np.isnan(x32)
+    quiet = 0x0200 if dtname == "float16" else 0x0040
+    assert np.all(got[nan] & quiet), "a nan comes back quiet"
 
 
 def _doubles(seed=2):
@@ -180,7 +197,7 @@ def check_conversions(dtname):
     assert np.array_equal(back, want.astype(np.float32), equal_nan=True)
 
 
-CHECKS = (check_binary, check_in_place, check_unary, check_conversions)
+CHECKS = (check_binary, check_in_place, check_unary, check_relu_bits, check_conversions)
 
 
 def run_all():

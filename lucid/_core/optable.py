@@ -57,6 +57,7 @@ _INV_SQRT2 = "0.7071067811865476"
 # limit PyTorch gives (x * 0 -> -0 at -inf, x at +inf); _ints(f, x) leaves integer
 # inputs unchanged (floor, ...). Accuracy against the CPU kernels: tests/test_gpu.py.
 MLX_UNARY = {
+    "logsigmoid": "-mx.logaddexp(-x, 0)", "logit": "mx.log(x / (1 - x))",
     "exp2": "mx.power(mx.array(2, x.dtype), x)",
     "cbrt": "mx.sign(x) * mx.power(mx.abs(x), mx.array(1 / 3, x.dtype))",
     "asin": "mx.arcsin(x)", "acos": "mx.arccos(x)", "atan": "mx.arctan(x)",
@@ -162,6 +163,13 @@ UNARY = [
     _row("softplus", "ForceFP32", "x", ("lv_softplusf", "lv_softplus"), "g * lv_sigmoid_g(x)",
          "g * sigmoid(x)", "log(1 + e**x), stable for large |x| (beta = 1, no threshold).",
          torch="nn.functional.softplus"),
+    _row("logsigmoid", "ForceFP32", "x", ("lv_logsigmoidf", "lv_logsigmoid"),
+         "g * lv_sigmoid_g(-x)", "g * sigmoid(-x)",
+         "log(sigmoid(x)) = -softplus(-x), stable for large |x|.",
+         torch="nn.functional.logsigmoid"),
+    _row("logit", "ForceFP32", "x", ("lv_logitf", "lv_logit"),
+         "g / (x * ((T)1 - x))", "g / (x * (1 - x))",
+         "log(x / (1 - x)), the inverse of sigmoid; -inf at 0, inf at 1, nan outside [0, 1]."),
     _row("gelu", "Promote", "x", ("lv_geluf", "lv_gelu"),
          "g * lv_gelu_grad_g(x)",
          f"g * (0.5 * erfc(-(x * {_INV_SQRT2})) + clamp(x, -40.0, 40.0) * {_INV_SQRT_2PI} * "

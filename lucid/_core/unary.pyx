@@ -34,6 +34,7 @@ cdef extern from "lucid_half.h" nogil:
                         Py_ssize_t n)
     void lucid_half_grad(int kind, lucid_f32_grad f, unsigned short *gx, const unsigned short *g,
                          const unsigned short *s, Py_ssize_t n)
+    void lucid_half_relu(int kind, unsigned short *y, const unsigned short *x, Py_ssize_t n)
 
 ctypedef void (*vf32_t)(float *, const float *, const int *) noexcept nogil
 ctypedef void (*vf64_t)(double *, const double *, const int *) noexcept nogil
@@ -102,6 +103,9 @@ cdef inline void _map(const UnaryKernels *k, int num, void *y, const void *x,
         _map_f32(k.f32, <float *>y, <const float *>x, n)
     elif num == cnp.NPY_DOUBLE:
         _map_f64(k.f64, <double *>y, <const double *>x, n)
+    elif k.f32 == lucid_vreluf:     # exact in half: no widening (lucid_half.c)
+        lucid_half_relu(LH_F16 if num == cnp.NPY_FLOAT16 else LH_BF16,
+                        <unsigned short *>y, <const unsigned short *>x, n)
     else:       # float16 / bfloat16: the float32 kernel on blocks, rounded once (lucid_half.c)
         lucid_half_map(LH_F16 if num == cnp.NPY_FLOAT16 else LH_BF16, <lucid_f32_map>k.f32,
                        <unsigned short *>y, <const unsigned short *>x, n)

@@ -159,7 +159,8 @@ def softplus(input, beta=1.0, threshold=20.0):
 
 
 def logsigmoid(input):
-    return -lucid.softplus(-input)
+    """log(sigmoid(x)), one fused kernel."""
+    return lucid.logsigmoid(input)
 
 
 def tanhshrink(input):

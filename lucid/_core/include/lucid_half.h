@@ -32,6 +32,9 @@ void lucid_f64_to_half(int kind, uint16_t *y, const double *x, ptrdiff_t n);
 typedef void (*lucid_f32_map)(float *y, const float *x, const int *n);
 void lucid_half_map(int kind, lucid_f32_map f, uint16_t *y, const uint16_t *x, ptrdiff_t n);
 
+/* relu over n half elements, on the bit patterns (relu of a half value is exact). */
+void lucid_half_relu(int kind, uint16_t *y, const uint16_t *x, ptrdiff_t n);
+
 /* gx = f(g, s) over n half elements (a unary op's fused backward). */
 typedef void (*lucid_f32_grad)(float *gx, const float *g, const float *s, const int *n);
 void lucid_half_grad(int kind, lucid_f32_grad f, uint16_t *gx, const uint16_t *g,

@@ -608,6 +608,28 @@ void lucid_half_grad(int kind, lucid_f32_grad f, uint16_t *gx, const uint16_t *g
     }
 }
 
+/* relu of a half value is that half value or +0, so it needs no widening: one pass
+ * over the 16-bit patterns. Negative values (sign set, not -0, not nan) become +0;
+ * a nan comes back quiet with its payload, as through float32 (vcvtph2ps quiets it,
+ * the bfloat16 narrowing sets the quiet bit). */
+LV_CLONES static void lh_relu_bits(uint16_t *restrict y, const uint16_t *restrict x, ptrdiff_t n,
+                                   uint16_t inf, uint16_t quiet)
+{
+    for (ptrdiff_t i = 0; i < n; i++) {
+        uint16_t h = x[i], mag = h & 0x7fffu;
+        uint16_t r = (h & 0x8000u) && mag != 0 ? 0 : h;
+        y[i] = mag > inf ? (uint16_t)(h | quiet) : r;
+    }
+}
+
+void lucid_half_relu(int kind, uint16_t *y, const uint16_t *x, ptrdiff_t n)
+{
+    if (kind == LH_BF16)
+        lh_relu_bits(y, x, n, 0x7f80u, 0x0040u);
+    else
+        lh_relu_bits(y, x, n, 0x7c00u, 0x0200u);
+}
+
 /* One block of z = a op b in float32 (a or b may be one value: its stride is 0). */
 LV_CLONES static void lh_arith(int op, float *restrict z, const float *restrict a, int sa,
                                const float *restrict b, int sb, int n)

@@ -230,6 +230,28 @@ static inline double lv_silu_grad(double x)
     return s + xc * (s * oms);
 }
 
+/* log sigmoid(x) = -softplus(-x) = min(x, 0) - log1p(e^-|x|): no overflow, no
+ * cancellation (both terms have the result's sign). -0 for large x, where log sigmoid
+ * approaches 0 from below (torch gives +0 at +inf). */
+LV_FN(logsigmoid, return -lv_softplus_g(-x);)
+/* logit(x) = log(x / (1 - x)). float32 through double: 1 - x and the ratio are exact or
+ * rounded once at double precision, so the result is rounded once, to float. float64:
+ * log1p((2x - 1) / (1 - x)) on (0.3, 0.65), where the log would cancel (2x - 1 is exact
+ * there), log(x / (1 - x)) elsewhere (1 - x exact above 0.5; the log's argument is far
+ * from 1). 0 and 1 give -inf and inf; outside [0, 1] and nan give nan. */
+static inline float lv_logitf(float xf)
+{
+    double x = xf;
+    return (float)log(x / (1.0 - x));
+}
+static inline double lv_logit(double x)
+{
+    double om = 1.0 - x;
+    double c = log1p((2.0 * x - 1.0) / om);
+    double t = log(x / om);
+    return x > 0.3 && x < 0.65 ? c : t;
+}
+
 /* Activations. Kinks follow PyTorch: relu'(0) = 0, and nan passes through. */
 LV_FN(relu, return x < 0 ? (T)0 : x;)
 LV_FN(relu6, return x < 0 ? (T)0 : (x > 6 ? (T)6 : x);)
