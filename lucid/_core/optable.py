@@ -168,7 +168,9 @@ UNARY = [
          "log(sigmoid(x)) = -softplus(-x), stable for large |x|.",
          torch="nn.functional.logsigmoid"),
     _row("logit", "ForceFP32", "x", ("lv_logitf", "lv_logit"),
-         "g / (x * ((T)1 - x))", "g / (x * (1 - x))",
+         # |x|: the derivative at -0 is the one-sided +inf of the domain [0, 1], as at +0
+         "(x >= (T)0 && x <= (T)1) ? g / (FABS(x) * ((T)1 - x)) : (T)NAN",
+         "where((x >= 0) & (x <= 1), g / (abs(x) * (1 - x)), float('nan'))",
          "log(x / (1 - x)), the inverse of sigmoid; -inf at 0, inf at 1, nan outside [0, 1]."),
     _row("gelu", "Promote", "x", ("lv_geluf", "lv_gelu"),
          "g * lv_gelu_grad_g(x)",
