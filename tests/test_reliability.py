@@ -154,6 +154,22 @@ def test_unaligned_arrays_give_the_aligned_results():
     np.testing.assert_allclose(x.grad.numpy(), np.exp(al) * al, rtol=1e-6)
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_unaligned_arrays_reduce_as_the_aligned_ones(dt):
+    """The reduction kernels read typed pointers: an unaligned input (UBSan checks the
+    loads) is reduced as its aligned copy, bit for bit."""
+    n = np.dtype(dt).itemsize
+    buf = np.zeros(n * 600 + 1, np.uint8)[1:].view(dt).reshape(20, 30)
+    buf[:] = np.random.default_rng(0).standard_normal((20, 30))
+    assert not buf.flags.aligned
+    t, ta = lucid.from_numpy(buf), lucid.from_numpy(buf.copy())
+    for f in (lucid.sum, lucid.mean, lucid.amax, lambda x: lucid.amin(x, 0),
+              lambda x: lucid.logsumexp(x, 1), lambda x: lucid.softmax(x, 1),
+              lambda x: lucid.log_softmax(x, 0), lambda x: lucid.argmax(x, 1),
+              lambda x: lucid.max(x, 1)[0], lambda x: x.sum(1)):
+        np.testing.assert_array_equal(np.asarray(f(t)), np.asarray(f(ta)))
+
+
 # -- silently wrong ------------------------------------------------------------------------------
 
 def test_norm_of_inf_is_inf():

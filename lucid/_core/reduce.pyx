@@ -98,6 +98,8 @@ cdef object _kernel_reduce(int op, cnp.ndarray a, tuple axes, bint keepdim, bint
     if (num != cnp.NPY_FLOAT and num != cnp.NPY_DOUBLE) or nd == 0 or n == 0 \
             or not cnp.PyArray_IS_C_CONTIGUOUS(a):
         return None
+    if not cnp.PyArray_ISALIGNED(a):     # the kernels read typed pointers; same result
+        a = np.array(a, copy=True)
     if axes is None:
         lo, hi = 0, nd
     else:
@@ -336,8 +338,6 @@ cdef class MeanBackward(ReduceBackward):
 cdef cnp.ndarray _sum_array(cnp.ndarray a, tuple axes, bint keepdim, DType out_dt):
     """Sum with lucid's kernels (blocked pairwise, in an order fixed by the shape) for
     contiguous float arrays, NumPy's pairwise add.reduce otherwise."""
-    if not cnp.PyArray_ISALIGNED(a):     # the kernels read typed pointers; same sum either way
-        a = np.array(a, copy=True)
     if out_dt.typenum == cnp.PyArray_TYPE(a):
         r = _kernel_reduce(LR_SUM, a, axes, keepdim, False)
         if r is not None:
