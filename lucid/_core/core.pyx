@@ -2624,14 +2624,14 @@ cdef inline Py_ssize_t _nbytes(object a) noexcept:
     return cnp.PyArray_NBYTES(<cnp.ndarray>a) if type(a) is cnp.ndarray else 0
 
 
-cdef object _alloc_enter(Py_ssize_t nbytes=1 << 62):
-    """Make lucid's handler the current one for an op whose largest operand has nbytes;
-    returns what _alloc_exit restores (None: nothing to restore). A thread-local depth
-    makes nested scopes free."""
+cdef object _alloc_enter(Py_ssize_t nbytes=-1):
+    """Make lucid's handler the current one for an op whose largest operand has nbytes
+    (-1: whatever the size); returns what _alloc_exit restores (None: nothing to
+    restore). A thread-local depth makes nested scopes free."""
     global lucid_alloc_depth
     if _ALLOC_CAPSULE is None:
         return None
-    if nbytes < _ALLOC_MIN_BYTES:
+    if 0 <= nbytes < _ALLOC_MIN_BYTES:
         return _ALLOC_SKIP
     lucid_alloc_depth += 1
     if lucid_alloc_depth > 1:

@@ -413,8 +413,8 @@ REDUCTIONS = [
 # COMPOSITE: public ops made of other ops. A call records its parts' nodes, so these
 # schemas hold no node and no fixed arity; they make every public name reachable through
 # lucid.ops.schema and state the op's AMP policy (what its parts do under autocast:
-# arithmetic and contractions promote, selection and layout keep the input's dtype,
-# logit's log runs in float32). Names of lucid.linalg's own functions take the prefix
+# arithmetic and contractions promote, selection and layout keep the input's dtype).
+# Names of lucid.linalg's own functions take the prefix
 # "linalg_" (the prefix of the linalg schemas with nodes of their own).
 # =====================================================================================
 
@@ -428,8 +428,7 @@ _PROMOTE = ("clip equal allclose isclose concat inner ger kron tensordot einsum 
             "linalg_svdvals linalg_vecdot linalg_multi_dot linalg_matrix_power linalg_norm")
 
 COMPOSITE = ([dict(name=n, amp="KeepInput") for n in _KEEP.split()] +
-             [dict(name=n, amp="Promote") for n in _PROMOTE.split()] +
-             [dict(name="logit", amp="ForceFP32")])
+             [dict(name=n, amp="Promote") for n in _PROMOTE.split()])
 
 
 # =====================================================================================
