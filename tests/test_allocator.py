@@ -6,6 +6,7 @@ import os
 import pickle
 import subprocess
 import sys
+import tempfile
 import threading
 
 import numpy as np
@@ -23,7 +24,9 @@ pytestmark = pytest.mark.skipif(not core._allocator_stats()["enabled"],
                                 reason="lucid's allocator is off (LUCID_ALLOCATOR=0)")
 
 N = 100_000
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Children import the lucid these tests imported (installed, or the built source tree),
+# from a directory where an unbuilt source tree cannot shadow it.
+LUCID_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(lucid.__file__)))
 
 
 def _handler(a):
@@ -154,9 +157,9 @@ def test_arrays_outlive_tensors_cache_and_interop(fresh_cache):
 
 
 def _child(code, **env):
-    e = dict(os.environ, PYTHONPATH=ROOT, **env)
-    return subprocess.run([sys.executable, "-c", code], env=e, cwd=ROOT, capture_output=True,
-                          text=True)
+    e = dict(os.environ, PYTHONPATH=LUCID_PARENT, **env)
+    return subprocess.run([sys.executable, "-c", code], env=e, cwd=tempfile.gettempdir(),
+                          capture_output=True, text=True)
 
 
 def test_arrays_outlive_lucid_at_interpreter_exit():

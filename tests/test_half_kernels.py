@@ -15,6 +15,7 @@ exact ties and invalid operations all occur.
 import os
 import subprocess
 import sys
+import tempfile
 
 import ml_dtypes
 import numpy as np
@@ -232,9 +233,12 @@ def test_every_capped_path(isa):
     code = ("import sys; sys.path.insert(0, %r); import lucid, test_half_kernels as t; "
             "assert lucid.backend_info()['half_isa'] == %r, lucid.backend_info(); "
             "t.run_all()" % (here, isa))
-    env = dict(os.environ, LUCID_HALF_ISA=isa)
+    # the lucid these tests imported, from a directory where an unbuilt source tree
+    # cannot shadow it
+    env = dict(os.environ, LUCID_HALF_ISA=isa,
+               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(lucid.__file__))))
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       cwd=os.path.dirname(here))
+                       cwd=tempfile.gettempdir())
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
