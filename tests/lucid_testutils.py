@@ -5,6 +5,10 @@ numpy, plain finite differences.  Nothing is derived from lucid itself
 except through its public API.
 """
 import math
+import os
+import subprocess
+import sys
+import tempfile
 
 import mpmath
 import numpy as np
@@ -229,3 +233,26 @@ def fd_grad(fn, arrays, weight, eps=1e-6):
             flat[i] = (fp - fm) / (2 * eps)
         grads.append(g)
     return grads
+
+
+# -- child processes ----------------------------------------------------------------------
+# Tests that need a fresh interpreter (environment switches read at import, fork, crashes)
+# run it from a temporary directory with the lucid these tests imported first on the
+# path: `python -c` puts the working directory on sys.path, and an unbuilt source tree
+# there would shadow the installed, compiled package.
+LUCID_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(lucid.__file__)))
+
+
+def child_env(**extra):
+    """os.environ with the lucid under test first on PYTHONPATH, plus ``extra``."""
+    path = [LUCID_PARENT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(path), **extra)
+
+
+def run_child(args, env=None, cwd=None, timeout=600):
+    """Run ``python -c args`` (a str) or ``python *args`` (a list) with ``child_env()``
+    (or ``env``) from a temporary directory; returns the CompletedProcess (text)."""
+    argv = [sys.executable] + (["-c", args] if isinstance(args, str) else list(args))
+    return subprocess.run(argv, env=child_env() if env is None else env,
+                          cwd=cwd or tempfile.gettempdir(), capture_output=True, text=True,
+                          timeout=timeout)

@@ -4,9 +4,6 @@ never touched by it."""
 import gc
 import os
 import pickle
-import subprocess
-import sys
-import tempfile
 import threading
 
 import numpy as np
@@ -14,6 +11,7 @@ import pytest
 
 import lucid
 from lucid._core import core
+from lucid_testutils import child_env, run_child
 
 try:
     from numpy._core.multiarray import get_handler_name
@@ -24,9 +22,6 @@ pytestmark = pytest.mark.skipif(not core._allocator_stats()["enabled"],
                                 reason="lucid's allocator is off (LUCID_ALLOCATOR=0)")
 
 N = 100_000
-# Children import the lucid these tests imported (installed, or the built source tree),
-# from a directory where an unbuilt source tree cannot shadow it.
-LUCID_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(lucid.__file__)))
 
 
 def _handler(a):
@@ -74,7 +69,7 @@ def test_same_size_reuses_the_freed_buffer(fresh_cache):
     p = _ptr(y)
     del y
     before = core._allocator_stats()
-    assert before["cached_bytes"] >= N * 4
+    assert before["cached_bytes"] + before["arena_cached"] >= N * 4   # from either source
     y2 = lucid.exp(x)
     after = core._allocator_stats()
     assert _ptr(y2) == p
@@ -132,10 +127,15 @@ def test_empty_cache_releases_everything(fresh_cache):
     x = lucid.tensor(np.ones(N, np.float32))
     y = [lucid.exp(x) for _ in range(4)]
     del y
-    assert core._allocator_stats()["cached_bytes"] > 0
+    st = core._allocator_stats()
+    assert st["cached_bytes"] + st["arena_cached"] >= 4 * N * 4
+    gc.collect()
     lucid.empty_cache()
-    assert core._allocator_stats()["cached_bytes"] == 0
-    assert core._allocator_stats()["cached_blocks"] == 0
+    st = core._allocator_stats()
+    assert st["cached_bytes"] == 0
+    assert st["cached_blocks"] == 0
+    # the arena starts over unless a live tensor still holds one of its blocks
+    assert st["arena_live"] > 0 or st["arena_carved"] == st["arena_cached"] == 0
 
 
 def test_arrays_outlive_tensors_cache_and_interop(fresh_cache):
@@ -157,9 +157,7 @@ def test_arrays_outlive_tensors_cache_and_interop(fresh_cache):
 
 
 def _child(code, **env):
-    e = dict(os.environ, PYTHONPATH=LUCID_PARENT, **env)
-    return subprocess.run([sys.executable, "-c", code], env=e, cwd=tempfile.gettempdir(),
-                          capture_output=True, text=True)
+    return run_child(code, env=child_env(**env))
 
 
 def test_arrays_outlive_lucid_at_interpreter_exit():
@@ -250,3 +248,80 @@ def test_fork_while_other_threads_allocate(fresh_cache):
     finally:
         stop.set()
         t.join()
+
+
+# The arena prefaulted at import: a fresh process's first ops take their buffers from it.
+FIRST_CALL = """
+import json, resource
+import numpy as np, lucid
+from lucid._core import core
+rng = np.random.default_rng(0)
+x = lucid.tensor(rng.uniform(0.5, 2, 100000).astype(np.float32), requires_grad=True)
+y = lucid.tensor(rng.uniform(0.5, 2, 100000).astype(np.float32), requires_grad=True)
+f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+(x * y * x * y).sum().backward()
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+a, b = x.detach().numpy().astype(np.float64), y.detach().numpy().astype(np.float64)
+ok = (np.allclose(x.grad.numpy(), 2 * a * b * b, rtol=1e-5)
+      and np.allclose(y.grad.numpy(), 2 * a * a * b, rtol=1e-5))
+st = core._allocator_stats()
+print(json.dumps(dict(faults=faults, ok=bool(ok), arena=st["arena_bytes"],
+                      carved=st["arena_carved"])))
+"""
+
+
+def _first_call(**env):
+    import json
+    r = _child(FIRST_CALL, **env)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_first_call_of_a_fresh_process_takes_prefaulted_memory():
+    on = _first_call()
+    off = _first_call(LUCID_ALLOCATOR_ARENA_MB="0")
+    assert on["ok"] and off["ok"]
+    assert on["arena"] == 16 << 20 and on["carved"] >= 3 * N * 4
+    assert off["arena"] == 0 and off["carved"] == 0
+    # Page faults are counted by the kernel, not timed: without the arena each 400 kB
+    # buffer this forward+backward takes faults its 100 pages in (about 500 in all).
+    assert on["faults"] * 4 < off["faults"], (on, off)
+
+
+def test_arena_size_from_the_environment_and_bad_values_named():
+    r = _child("from lucid._core import core; print(core._allocator_stats()['arena_bytes'])",
+               LUCID_ALLOCATOR_ARENA_MB="3")
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.split()[-1]) == 4 << 20          # whole 2 MiB pages
+    for bad in ("lots", "-1", "nan"):
+        r = _child("import lucid", LUCID_ALLOCATOR_ARENA_MB=bad)
+        assert r.returncode != 0
+        assert "LUCID_ALLOCATOR_ARENA_MB" in r.stderr
+
+
+def test_arena_blocks_are_reused_and_released_when_unused():
+    code = """
+import numpy as np, lucid
+from lucid._core import core
+x = lucid.tensor(np.linspace(0, 1, 100000, dtype=np.float32))
+y = lucid.exp(x)
+p = y.numpy().__array_interface__['data'][0]
+st = core._allocator_stats()
+base_ok = st['arena_carved'] > 0 and st['cached_bytes'] == 0
+del y
+z = lucid.exp(x)                                   # the same arena block again
+same = z.numpy().__array_interface__['data'][0] == p
+lucid.empty_cache()                                # z lives: the arena stays carved
+kept = core._allocator_stats()['arena_carved'] > 0
+np.testing.assert_allclose(z.numpy(), np.exp(x.numpy().astype(np.float64)), rtol=1e-6)
+del z
+lucid.empty_cache()                                # nothing lives in it: reset
+st = core._allocator_stats()
+reset = st['arena_carved'] == 0 and st['arena_cached'] == 0
+w = lucid.exp(x) * 2.0                             # carved again from released pages
+np.testing.assert_allclose(w.numpy(), 2 * np.exp(x.numpy().astype(np.float64)), rtol=1e-6)
+print(base_ok, same, kept, reset, core._allocator_stats()['arena_carved'] > 0)
+"""
+    r = _child(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True"] * 5

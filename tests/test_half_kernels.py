@@ -13,15 +13,13 @@ included), paired with random patterns and with special values, so overflow, und
 exact ties and invalid operations all occur.
 """
 import os
-import subprocess
-import sys
-import tempfile
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 import lucid
+from lucid_testutils import child_env, run_child
 
 HALF = ("float16", "bfloat16")
 NP_HALF = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
@@ -233,12 +231,7 @@ def test_every_capped_path(isa):
     code = ("import sys; sys.path.insert(0, %r); import lucid, test_half_kernels as t; "
             "assert lucid.backend_info()['half_isa'] == %r, lucid.backend_info(); "
             "t.run_all()" % (here, isa))
-    # the lucid these tests imported, from a directory where an unbuilt source tree
-    # cannot shadow it
-    env = dict(os.environ, LUCID_HALF_ISA=isa,
-               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(lucid.__file__))))
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       cwd=tempfile.gettempdir())
+    r = run_child(code, env=child_env(LUCID_HALF_ISA=isa))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 

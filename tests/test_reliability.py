@@ -6,11 +6,7 @@ failed test rather than a dead test run.
 """
 import math
 import pickle
-import os
 import re
-import subprocess
-import tempfile
-import sys
 import textwrap
 import warnings
 
@@ -19,6 +15,7 @@ import pytest
 
 import lucid
 from lucid._core.core import _rebuild
+from lucid_testutils import run_child
 
 torch = pytest.importorskip("torch")
 
@@ -28,14 +25,7 @@ def run_isolated(code):
     its stdout. A crash (signal) fails the test with the child's stderr."""
     src = "import faulthandler; faulthandler.enable()\nimport numpy as np, lucid\n" + \
         textwrap.dedent(code)
-    # From a temporary directory, with the lucid these tests import first on the path:
-    # `python -c` puts the working directory first on sys.path, and an unbuilt source
-    # tree must not shadow the installed package.
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.dirname(os.path.dirname(lucid.__file__))] +
-        [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    p = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=600,
-                       cwd=tempfile.gettempdir(), env=env)
+    p = run_child(src)          # from a temporary directory, the lucid under test
     assert p.returncode == 0, f"child exited with {p.returncode}:\n{p.stderr[-3000:]}"
     return p.stdout
 

@@ -1,13 +1,12 @@
 """Threads: results are bitwise the same for any thread count, chunking or layout."""
-import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import lucid
 from op_data import unary_rows
+from lucid_testutils import child_env, run_child
 
 ROWS = [r for r in unary_rows() if r["saves"]]   # rows with a fused backward kernel too
 
@@ -62,15 +61,10 @@ def test_set_num_threads_validates(threads):
 def test_env_variable_sets_default_threads(tmp_path):
     # run outside the source tree, so `python -c` imports the lucid this test imported
     code = "import lucid; print(lucid.get_num_threads())"
-    where = os.path.dirname(os.path.dirname(os.path.abspath(lucid.__file__)))
-    env = dict(os.environ, LUCID_NUM_THREADS="3", PYTHONPATH=where)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         cwd=tmp_path)
+    out = run_child(code, env=child_env(LUCID_NUM_THREADS="3"), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "3"
-    env["LUCID_NUM_THREADS"] = "zero"
-    bad = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         cwd=tmp_path)
+    bad = run_child(code, env=child_env(LUCID_NUM_THREADS="zero"), cwd=tmp_path)
     assert bad.returncode != 0 and "LUCID_NUM_THREADS" in bad.stderr
 
 
@@ -192,11 +186,8 @@ def test_pool_survives_process_start_methods(method, tmp_path):
         pytest.skip(f"{method} not available")
     script = tmp_path / "fork_check.py"
     script.write_text(_FORK_SCRIPT)
-    where = os.path.dirname(os.path.dirname(os.path.abspath(lucid.__file__)))
-    env = dict(os.environ, PYTHONPATH=where)
     try:
-        out = subprocess.run([sys.executable, str(script), method], env=env, cwd=tmp_path,
-                             capture_output=True, text=True, timeout=120)
+        out = run_child([str(script), method], cwd=tmp_path, timeout=120)
     except subprocess.TimeoutExpired:
         pytest.fail(f"{method}: the child (or the parent) hung")
     assert out.returncode == 0, out.stderr

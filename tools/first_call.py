@@ -4,8 +4,9 @@ measured in a fresh Python process (nothing else imported, so glibc's malloc is 
     python tools/first_call.py [--tree DIR] [--runs 7] [--threads 1]
 
 --tree: the source tree whose lucid is imported (default: this one), e.g. another
-worktree to compare against. Each case also runs with LUCID_ALLOCATOR=0 (lucid's
-caching allocator off). Prints the median over the runs of the first call and of the
+worktree to compare against. Each case runs with lucid's caching allocator and its
+prefaulted arena (the default), with the allocator but no arena
+(LUCID_ALLOCATOR_ARENA_MB=0), and with the allocator off (LUCID_ALLOCATOR=0). Prints the median over the runs of the first call and of the
 median of calls 11..110, in microseconds, and the page faults (minor faults, a count
 that does not depend on the machine's load) of the same calls.
 """
@@ -45,10 +46,12 @@ print(json.dumps([times[0], sorted(times[11:])[50], faults[0], sorted(faults[11:
 """
 
 
-def run(tree, case, allocator, threads):
-    env = dict(os.environ, LUCID_NUM_THREADS=str(threads), PYTHONPATH=tree)
-    if not allocator:
-        env["LUCID_ALLOCATOR"] = "0"
+SETTINGS = {"on": {}, "no arena": {"LUCID_ALLOCATOR_ARENA_MB": "0"},
+            "off": {"LUCID_ALLOCATOR": "0"}}
+
+
+def run(tree, case, setting, threads):
+    env = dict(os.environ, LUCID_NUM_THREADS=str(threads), PYTHONPATH=tree, **SETTINGS[setting])
     out = subprocess.run([sys.executable, "-c", CHILD, case], env=env, cwd=tree,
                          capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -64,13 +67,13 @@ def main():
     print(f"{'case':<10} {'allocator':<9} {'first call':>10} {'steady':>8} {'ratio':>6} "
           f"{'faults first':>12} {'faults steady':>13}")
     for case in ("exp_sum", "mul_chain"):
-        for allocator in (True, False):
-            r = [run(a.tree, case, allocator, a.threads) for _ in range(a.runs)]
+        for setting in SETTINGS:
+            r = [run(a.tree, case, setting, a.threads) for _ in range(a.runs)]
             first = statistics.median(t[0] for t in r) * 1e6
             steady = statistics.median(t[1] for t in r) * 1e6
             ff = statistics.median(t[2] for t in r)
             fs = statistics.median(t[3] for t in r)
-            print(f"{case:<10} {'on' if allocator else 'off':<9} {first:10.0f} {steady:8.0f} "
+            print(f"{case:<10} {setting:<9} {first:10.0f} {steady:8.0f} "
                   f"{first / steady:6.2f} {ff:12.0f} {fs:13.0f}")
 
 

@@ -2539,15 +2539,20 @@ def _pool_workers():
 # remembers its handler, so one made by lucid returns its buffer to lucid's cache
 # whenever and wherever it dies. LUCID_ALLOCATOR=0 turns it off (sanitizer runs:
 # docs/sanitizers.md); LUCID_ALLOCATOR_CACHE_MB bounds the cache (512 by default).
+# At import it maps and touches an arena of LUCID_ALLOCATOR_ARENA_MB (16 by default, 0:
+# none) that cache misses carve from, so a new process's first ops find their pages
+# resident instead of faulting them in.
 cdef extern from "lucid_alloc.h" nogil:
     ctypedef struct lucid_alloc_stats_t:
         size_t cached_bytes, cached_blocks, limit, hits, misses
+        size_t arena_bytes, arena_carved, arena_cached, arena_live
     void *lucid_alloc_malloc(void *ctx, size_t size)
     void *lucid_alloc_calloc(void *ctx, size_t nelem, size_t elsize)
     void *lucid_alloc_realloc(void *ctx, void *ptr, size_t size)
     void lucid_alloc_free(void *ctx, void *ptr, size_t size)
     size_t lucid_alloc_release()
     void lucid_alloc_set_limit(size_t nbytes)
+    int lucid_alloc_prefault(size_t nbytes)
     void lucid_alloc_stats(lucid_alloc_stats_t *out)
 
 cdef extern from "numpy/ndarraytypes.h":
@@ -2590,16 +2595,28 @@ cdef extern from *:
     int LUCID_ASAN
 
 
+cdef size_t _env_megabytes(str name, double default) except? 0:
+    text = os.environ.get(name, "").strip()
+    try:
+        mb = float(text) if text else default
+    except ValueError:
+        raise ValueError(f"{name} must be a number of megabytes, got {text!r}") from None
+    if not (0 <= mb < 1 << 40):
+        raise ValueError(f"{name} must be a number of megabytes >= 0, got {text!r}")
+    return <size_t>(mb * (1 << 20))
+
+
 cdef object _alloc_setup():
+    cdef size_t limit, arena
     env = os.environ.get("LUCID_ALLOCATOR", "1").strip().lower()
     if LUCID_ASAN or env in ("0", "off", "false", "no"):
         return None
-    mb = os.environ.get("LUCID_ALLOCATOR_CACHE_MB", "").strip()
-    if mb:
-        try:
-            lucid_alloc_set_limit(<size_t>(float(mb) * (1 << 20)))
-        except ValueError:
-            raise ValueError(f"LUCID_ALLOCATOR_CACHE_MB must be a number, got {mb!r}") from None
+    limit = _env_megabytes("LUCID_ALLOCATOR_CACHE_MB", 512)
+    arena = _env_megabytes("LUCID_ALLOCATOR_ARENA_MB", 16)
+    lucid_alloc_set_limit(limit)
+    if arena:
+        with nogil:
+            lucid_alloc_prefault(arena)     # if it cannot be mapped, lucid runs without
     strcpy(_alloc_handler.name, b"lucid_cache")
     _alloc_handler.version = 1
     _alloc_handler.allocator.ctx = NULL
@@ -2654,18 +2671,25 @@ def empty_cache():
 
     lucid caches the buffers of dead tensors by size class (bounded by
     ``LUCID_ALLOCATOR_CACHE_MB``, 512 MB by default) so that repeated ops do not
-    fault in fresh pages; this releases all of them. Live tensors are not affected."""
+    fault in fresh pages; this releases all of them. The arena prefaulted at import
+    (``LUCID_ALLOCATOR_ARENA_MB``, 16 MB by default) gives its pages back too, once no
+    live tensor uses it. Live tensors are not affected."""
     with nogil:
         lucid_alloc_release()
 
 
 def _allocator_stats():
-    """The cache's state: enabled, cached_bytes, cached_blocks, limit, hits, misses."""
+    """The cache's state: enabled; cached_bytes and cached_blocks (freed buffers from the
+    system, bounded by limit); hits and misses; arena_bytes (the prefaulted arena),
+    arena_carved (how much of it blocks occupy), arena_cached (freed arena blocks) and
+    arena_live (arena blocks in use)."""
     cdef lucid_alloc_stats_t st
     lucid_alloc_stats(&st)
     return {"enabled": _ALLOC_CAPSULE is not None, "cached_bytes": st.cached_bytes,
             "cached_blocks": st.cached_blocks, "limit": st.limit, "hits": st.hits,
-            "misses": st.misses}
+            "misses": st.misses, "arena_bytes": st.arena_bytes,
+            "arena_carved": st.arena_carved, "arena_cached": st.arena_cached,
+            "arena_live": st.arena_live}
 
 
 def _set_allocator_limit(size_t nbytes):

@@ -25,10 +25,17 @@ void lucid_alloc_free(void *ctx, void *ptr, size_t size);
 size_t lucid_alloc_release(void);
 /* The total bytes the cache may hold (each size class at most max(one buffer, limit / 8)). */
 void lucid_alloc_set_limit(size_t bytes);
+/* Map and touch an arena of about `bytes` from which cache misses are served while it
+ * has room, so a new process's first calls do not fault pages in. Once per process;
+ * returns 0, or -1 if the memory could not be mapped (lucid then runs without it). */
+int lucid_alloc_prefault(size_t bytes);
 
 typedef struct {
-    size_t cached_bytes, cached_blocks, limit;
+    size_t cached_bytes, cached_blocks, limit;  /* buffers from the system (not the arena) */
     size_t hits, misses;           /* allocations served from the cache / from malloc */
+    size_t arena_bytes, arena_carved;  /* the prefaulted arena, and how much of it is carved */
+    size_t arena_cached;               /* bytes of freed arena blocks waiting for reuse */
+    size_t arena_live;                 /* arena blocks in use */
 } lucid_alloc_stats_t;
 void lucid_alloc_stats(lucid_alloc_stats_t *out);
 

@@ -12,12 +12,21 @@
  * within its limit and its class within max(one buffer, limit / 8); otherwise it goes
  * back to the system. One mutex guards the lists: frees come from any thread, and
  * the lists are touched once per array, not per element.
+ *
+ * A fresh process has nothing cached, so its first calls would still fault their pages
+ * in. lucid_alloc_prefault() maps and touches an arena at start (huge pages where the
+ * kernel gives them): a miss carves its block from the arena while there is room, so
+ * the first call finds resident memory too. Arena blocks go back to the lists like the
+ * others but never to the system one by one and do not count against the limit (the
+ * arena is its own bound); lucid_alloc_release() takes them out of the lists and hands
+ * the arena's pages back when none of its blocks is in use.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "lucid_alloc.h"
 
@@ -30,7 +39,8 @@ typedef struct la_hdr {
     struct la_hdr *next;              /* in a free list */
     size_t cap;                       /* usable bytes (the class size) */
     uint32_t magic;
-    int32_t cls;                      /* -1: never cached (beyond the largest class) */
+    int16_t cls;                      /* -1: never cached (beyond the largest class) */
+    int16_t arena;                    /* 1: carved from the arena */
 } la_hdr;
 
 static struct {
@@ -38,6 +48,9 @@ static struct {
     la_hdr *head[LA_NCLS];
     size_t cls_bytes[LA_NCLS];
     size_t bytes, blocks, limit, hits, misses;
+    char *arena, *top, *end;          /* the arena [arena, end); carved up to top */
+    size_t arena_live;                /* arena blocks handed out and not yet freed */
+    size_t arena_cached;              /* bytes of arena blocks waiting in the lists */
 } A = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .limit = (size_t)512 << 20,
@@ -78,8 +91,26 @@ static void *la_system(size_t cap, int cls)
     h->next = NULL;
     h->cap = cap;
     h->magic = LA_MAGIC;
-    h->cls = cls;
+    h->cls = (int16_t)cls;
+    h->arena = 0;
     return (char *)base + LA_HEADER;
+}
+
+/* A block of class cls carved from the arena, or NULL if it has no room (or the block
+ * would take more than a quarter of it). Called with the lock held. */
+static la_hdr *la_carve(size_t cap, int cls)
+{
+    size_t room = (size_t)(A.end - A.top), whole = (size_t)(A.end - A.arena);
+    if (!A.arena || cap > room || room - cap < LA_HEADER || cap > whole / 4)
+        return NULL;
+    la_hdr *h = (la_hdr *)A.top;
+    A.top += LA_HEADER + cap;
+    h->next = NULL;
+    h->cap = cap;
+    h->magic = LA_MAGIC;
+    h->cls = (int16_t)cls;
+    h->arena = 1;
+    return h;
 }
 
 void *lucid_alloc_malloc(void *ctx, size_t size)
@@ -94,13 +125,20 @@ void *lucid_alloc_malloc(void *ctx, size_t size)
     la_hdr *h = A.head[cls];
     if (h) {
         A.head[cls] = h->next;
-        A.cls_bytes[cls] -= h->cap;
-        A.bytes -= h->cap;
-        A.blocks--;
+        if (h->arena) {
+            A.arena_cached -= h->cap;
+        } else {
+            A.cls_bytes[cls] -= h->cap;
+            A.bytes -= h->cap;
+            A.blocks--;
+        }
         A.hits++;
     } else {
         A.misses++;
+        h = la_carve(cap, cls);
     }
+    if (h && h->arena)
+        A.arena_live++;
     pthread_mutex_unlock(&A.lock);
     if (h) {
         h->next = NULL;
@@ -128,6 +166,15 @@ void lucid_alloc_free(void *ctx, void *ptr, size_t size)
     la_hdr *h = (la_hdr *)((char *)ptr - LA_HEADER);
     if (h->magic != LA_MAGIC)      /* not ours: a corrupted header would be worse */
         abort();
+    if (h->arena) {
+        pthread_mutex_lock(&A.lock);
+        h->next = A.head[h->cls];
+        A.head[h->cls] = h;
+        A.arena_cached += h->cap;
+        A.arena_live--;
+        pthread_mutex_unlock(&A.lock);
+        return;
+    }
     if (h->cls >= 0) {
         pthread_mutex_lock(&A.lock);
         size_t cb = A.cls_bytes[h->cls];
@@ -162,18 +209,41 @@ void *lucid_alloc_realloc(void *ctx, void *ptr, size_t size)
     return q;
 }
 
-/* Detach every list under the lock, free outside it. */
+/* Detach every system block under the lock, free them outside it. Arena blocks stay
+ * listed while some arena block is in use; otherwise they leave the lists, the arena
+ * starts empty again and its pages go back to the system (the mapping stays). */
 size_t lucid_alloc_release(void)
 {
     la_hdr *lists[LA_NCLS];
-    size_t freed;
+    size_t freed = 0;
+    int reset;
     pthread_mutex_lock(&A.lock);
-    memcpy(lists, A.head, sizeof lists);
-    memset(A.head, 0, sizeof A.head);
+    reset = A.arena && A.arena_live == 0;
+    for (int c = 0; c < LA_NCLS; c++) {
+        la_hdr *keep = NULL, *drop = NULL;
+        for (la_hdr *h = A.head[c], *next; h; h = next) {
+            next = h->next;
+            if (h->arena && !reset) {
+                h->next = keep;
+                keep = h;
+            } else if (!h->arena) {
+                h->next = drop;
+                drop = h;
+            }
+        }
+        A.head[c] = keep;
+        lists[c] = drop;
+    }
     memset(A.cls_bytes, 0, sizeof A.cls_bytes);
     freed = A.bytes;
     A.bytes = 0;
     A.blocks = 0;
+    if (reset && A.top != A.arena) {
+        A.arena_cached = 0;
+        freed += (size_t)(A.top - A.arena);
+        madvise(A.arena, (size_t)(A.top - A.arena), MADV_DONTNEED);
+        A.top = A.arena;
+    }
     pthread_mutex_unlock(&A.lock);
     for (int c = 0; c < LA_NCLS; c++) {
         for (la_hdr *h = lists[c], *next; h; h = next) {
@@ -183,6 +253,41 @@ size_t lucid_alloc_release(void)
         }
     }
     return freed;
+}
+
+/* Map an arena of `bytes` (rounded up to 2 MiB, aligned to 2 MiB so the kernel can
+ * back it with huge pages) and touch every page. Once per process; 0 on success. */
+int lucid_alloc_prefault(size_t bytes)
+{
+    const size_t huge = (size_t)2 << 20;
+    int rc = 0;
+    if (bytes == 0)
+        return 0;
+    bytes = (bytes + huge - 1) / huge * huge;
+    pthread_mutex_lock(&A.lock);
+    if (A.arena) {
+        pthread_mutex_unlock(&A.lock);
+        return 0;
+    }
+    char *raw = mmap(NULL, bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (raw == MAP_FAILED) {
+        rc = -1;
+    } else {
+        char *base = (char *)(((uintptr_t)raw + huge - 1) / huge * huge);
+        if (base > raw)
+            munmap(raw, (size_t)(base - raw));
+        munmap(base + bytes, (size_t)(raw + huge - base));
+#ifdef MADV_HUGEPAGE
+        madvise(base, bytes, MADV_HUGEPAGE);
+#endif
+        for (size_t off = 0; off < bytes; off += 4096)
+            base[off] = 0;
+        A.arena = A.top = base;
+        A.end = base + bytes;
+    }
+    pthread_mutex_unlock(&A.lock);
+    return rc;
 }
 
 void lucid_alloc_set_limit(size_t bytes)
@@ -203,5 +308,9 @@ void lucid_alloc_stats(lucid_alloc_stats_t *out)
     out->limit = A.limit;
     out->hits = A.hits;
     out->misses = A.misses;
+    out->arena_bytes = (size_t)(A.end - A.arena);
+    out->arena_carved = (size_t)(A.top - A.arena);
+    out->arena_cached = A.arena_cached;
+    out->arena_live = A.arena_live;
     pthread_mutex_unlock(&A.lock);
 }
