@@ -23,10 +23,9 @@ fused pass, memory-bound), relu, bias and loss passes, and per-op overhead.
 
     python -m pytest bench/test_train_bench.py --benchmark-only
 """
+import contextlib
 import os
 import sys
-
-import contextlib
 
 import numpy as np
 import pytest
@@ -46,7 +45,7 @@ torch = pytest.importorskip("torch")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
                                 "examples"))
 
-from lucid import nn, optim  # noqa: E402
+from lucid import nn, optim
 
 WIDTHS = [128, 256, 512]
 BATCH = 128
