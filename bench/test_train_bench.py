@@ -7,17 +7,25 @@
 
 Both libraries run the same model from the same weights on the same data at the same
 thread count (LUCID_BENCH_THREADS, default 1 and 2): lucid's pool, NumPy's BLAS (which
-lucid's matmul calls; limited through threadpoolctl) and torch. Before timing, one step
-of each is checked against the other, so the benchmark times equal work. Ratios are
-printed by bench/conftest.py (peer median / lucid median, same run); nothing fails on
-time.
+lucid's matmul calls; limited through threadpoolctl, and the count in effect is read
+back into extra_info) and torch. Before timing, one step of each is checked against the
+other, so the benchmark times equal work. Ratios are printed by bench/conftest.py (peer
+median / lucid median, same run); nothing fails on time.
+
+torch's optimizer is ``torch.optim.Adam`` with its defaults, which on CPU tensors is the
+per-parameter loop (neither foreach nor fused); LUCID_BENCH_TORCH_ADAM=foreach or fused
+times torch's faster variants instead (the choice is in extra_info).
+
+Where the time goes (perf, 1 thread, MLP width 512): about 55% in GEMMs, which lucid
+gets from NumPy's OpenBLAS (SkylakeX kernels here) and torch from MKL; per GEMM of these
+shapes OpenBLAS measured 10-20% slower than torch.mm, not 2x. The rest is Adam (one
+fused pass, memory-bound), relu, bias and loss passes, and per-op overhead.
 
     python -m pytest bench/test_train_bench.py --benchmark-only
 """
+import contextlib
 import os
 import sys
-
-import contextlib
 
 import numpy as np
 import pytest
@@ -37,10 +45,14 @@ torch = pytest.importorskip("torch")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
                                 "examples"))
 
-from lucid import nn, optim  # noqa: E402
+from lucid import nn, optim
 
 WIDTHS = [128, 256, 512]
 BATCH = 128
+TORCH_ADAM = os.environ.get("LUCID_BENCH_TORCH_ADAM", "default").strip().lower()
+if TORCH_ADAM not in ("default", "foreach", "fused"):
+    raise ValueError(f"LUCID_BENCH_TORCH_ADAM must be default, foreach or fused, "
+                     f"got {TORCH_ADAM!r}")
 
 
 def _torch_twin(lmod, tmod):
@@ -73,7 +85,8 @@ def _steps(lm, tm, x_np, y_np):
     x, y = lucid.from_numpy(x_np), lucid.from_numpy(y_np)
     tx, ty = torch.from_numpy(x_np), torch.from_numpy(y_np)
     lopt = optim.Adam(lm.parameters(), lr=1e-3)
-    topt = torch.optim.Adam(tm.parameters(), lr=1e-3)
+    flags = {} if TORCH_ADAM == "default" else {TORCH_ADAM: True}
+    topt = torch.optim.Adam(tm.parameters(), lr=1e-3, **flags)
 
     def lucid_step():
         lopt.zero_grad()
@@ -108,14 +121,23 @@ def _blas_threads(n):
     return threadpool_limits(limits=n, user_api="blas")
 
 
+def _numpy_blas_threads():
+    """The thread counts NumPy's BLAS libraries report now (threadpoolctl), or 'unset'."""
+    if threadpool_limits is None:
+        return "unset"
+    from threadpoolctl import threadpool_info
+    return ",".join(f"{d.get('internal_api')}:{d.get('architecture')}={d['num_threads']}"
+                    for d in threadpool_info() if d.get("user_api") == "blas") or "none"
+
+
 def _run(benchmark, group, peer, threads, lucid_step, torch_step, **info):
     got = set_threads(threads)
     benchmark.group = group
     benchmark.extra_info.update(peer=peer, threads=threads, lucid_threads=got.get("lucid"),
-                                torch_threads=got.get("torch"),
-                                numpy_blas_threads=threads if threadpool_limits else "unset",
+                                torch_threads=got.get("torch"), torch_adam=TORCH_ADAM,
                                 **info)
     with _blas_threads(threads):
+        benchmark.extra_info["numpy_blas_threads"] = _numpy_blas_threads()
         benchmark(lucid_step if peer == "lucid" else torch_step)
 
 
@@ -146,3 +168,60 @@ def test_cnn_train_step(benchmark, peer, threads):
     _check_equal_work(lucid_step, torch_step, lm, tm)
     _run(benchmark, f"train-cnn-b64-float32-t{threads}", peer, threads, lucid_step,
          torch_step, op="train-cnn", size=64, dtype="float32", mode="step")
+
+
+def _interleaved(lucid_step, torch_step, rounds, inner):
+    """Per-step times in us, lucid and torch alternating round by round (so a change in
+    the machine's load hits both): lists of (wall, cpu of this thread) per round."""
+    import time
+    out = {"lucid": [], "torch": []}
+    for _ in range(rounds):
+        for name, step in (("lucid", lucid_step), ("torch", torch_step)):
+            w0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+            for _ in range(inner):
+                step()
+            out[name].append(((time.perf_counter_ns() - w0) / inner / 1e3,
+                              (time.thread_time_ns() - c0) / inner / 1e3))
+    return out
+
+
+def main(argv=None):
+    """``python bench/test_train_bench.py [--rounds N] [--threads 1,2]``: the same cases,
+    timed interleaved; prints median wall and median calling-thread CPU time and torch /
+    lucid for each (CPU time is the steadier figure on a loaded machine at 1 thread; at 2
+    threads only wall time counts the second thread's work)."""
+    import argparse
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--threads", default=",".join(map(str, THREAD_SET)))
+    ap.add_argument("--cases", default="128,256,512,cnn")
+    args = ap.parse_args(argv)
+    for threads in [int(t) for t in args.threads.split(",")]:
+        got = set_threads(threads)
+        with _blas_threads(threads):
+            print(f"threads={threads} lucid={got.get('lucid')} torch={got.get('torch')} "
+                  f"blas={_numpy_blas_threads()} torch_adam={TORCH_ADAM}", flush=True)
+            for case in args.cases.split(","):
+                rng = np.random.default_rng(0)
+                if case == "cnn":
+                    x_np = rng.random((64, 1, 8, 8)).astype(np.float32)
+                    y_np = rng.integers(0, 10, 64)
+                    lm, tm = _cnn_pair()
+                else:
+                    x_np = rng.standard_normal((BATCH, int(case))).astype(np.float32)
+                    y_np = rng.integers(0, 10, BATCH)
+                    lm, tm = _mlp_pair(int(case))
+                lucid_step, torch_step = _steps(lm, tm, x_np, y_np)
+                _check_equal_work(lucid_step, torch_step, lm, tm)
+                _interleaved(lucid_step, torch_step, 3, 5)       # warm-up
+                t = _interleaved(lucid_step, torch_step, args.rounds, 10)
+                med = {k: np.median(np.array(v), axis=0) for k, v in t.items()}
+                print(f"  {case:>4}: lucid wall {med['lucid'][0]:8.0f}us cpu "
+                      f"{med['lucid'][1]:8.0f}us | torch wall {med['torch'][0]:8.0f}us cpu "
+                      f"{med['torch'][1]:8.0f}us | torch/lucid wall "
+                      f"{med['torch'][0] / med['lucid'][0]:.2f} cpu "
+                      f"{med['torch'][1] / med['lucid'][1]:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

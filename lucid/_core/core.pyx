@@ -12,7 +12,7 @@ cimport numpy as cnp
 from cpython.buffer cimport PyBuffer_Release, PyObject_GetBuffer
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject, PyTypeObject
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_INCREF, Py_REFCNT
 from libc.float cimport FLT_MAX
 from libc.math cimport INFINITY, fabs
 import builtins
@@ -1812,6 +1812,7 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
                     buffers[child] = _sum_grads(buffers[child], gi, create_graph)
                 else:
                     buffers[child] = gi
+            grads = gi = None     # the buffers hold the gradients now (_accumulate counts refs)
         for t, g in (hooked.values() if hooked is not None else ()):
             g = _run_hooks(_LEAF_HOOKS[id(t)], g, create_graph)
             if capture:
@@ -1913,6 +1914,16 @@ cdef bint _add_into(cnp.ndarray dst, cnp.ndarray src) noexcept:
     return True
 
 
+cdef inline bint _unshared(cnp.ndarray arr) noexcept:
+    """A gradient a leaf may take without a copy (torch steals such gradients too): a
+    C-contiguous, aligned, writable array owning its memory, referenced only by the
+    engine's popped buffer and _accumulate's local, so no view, tensor, saved value,
+    hook or user object reaches it."""
+    return (Py_REFCNT(arr) <= 2 and cnp.PyArray_BASE(arr) == NULL
+            and cnp.PyArray_CHKFLAGS(arr, cnp.NPY_ARRAY_OWNDATA | cnp.NPY_ARRAY_C_CONTIGUOUS
+                                     | cnp.NPY_ARRAY_ALIGNED | cnp.NPY_ARRAY_WRITEABLE))
+
+
 cdef void _accumulate(Tensor leaf, object g, bint create_graph) except *:
     """Add a gradient into ``leaf.grad``: in place when nothing records, else out of place."""
     cdef Tensor old = leaf._grad
@@ -1927,9 +1938,11 @@ cdef void _accumulate(Tensor leaf, object g, bint create_graph) except *:
         return
     arr = <cnp.ndarray>g
     if old is None:
-        # The incoming array may be shared (AddBackward passes g to both inputs): copy.
+        # The incoming array may be shared (AddBackward passes g to both inputs): copy,
+        # unless nothing but this call and the engine's buffer can reach it.
         if cnp.PyArray_TYPE(arr) == leaf._dtype.typenum:
-            leaf._grad = _wrap(cnp.PyArray_NewCopy(arr, cnp.NPY_CORDER), leaf._dtype)
+            leaf._grad = _wrap(arr if _unshared(arr) else cnp.PyArray_NewCopy(arr, cnp.NPY_CORDER),
+                               leaf._dtype)
         else:
             leaf._grad = _wrap(np.array(arr, dtype=leaf._dtype.numpy_dtype, copy=True, order="C"),
                                leaf._dtype)
