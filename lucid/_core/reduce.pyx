@@ -33,12 +33,16 @@ cdef extern from "lucid_vforce.h" nogil:
         LR_LSE
         LR_SOFTMAX
         LR_LOGSOFTMAX
+        LR_SUMSQ
+        LR_ASUM
+        LR_PROD
     ctypedef struct lucid_red_plan:
         int op, dbl
         const void *x
         void *y
         cnp.npy_int64 *idx
         Py_ssize_t outer, red, inner
+        const void *center
         int phase, nphases
         Py_ssize_t npieces
     int lucid_red_setup(lucid_red_plan *p)
@@ -86,9 +90,12 @@ cdef int _run_plan_nogil(lucid_red_plan *p, int nt) noexcept nogil:
     return 0
 
 
-cdef object _kernel_reduce(int op, cnp.ndarray a, tuple axes, bint keepdim, bint want_idx):
+cdef object _kernel_reduce(int op, cnp.ndarray a, tuple axes, bint keepdim, bint want_idx,
+                           cnp.ndarray center=None):
     """(values, indices or None) from lucid's kernels, or None where they do not apply.
-    ``axes``: sorted axes (None: all). (log_)softmax gets one axis and returns a's shape."""
+    ``axes``: sorted axes (None: all). (log_)softmax gets one axis and returns a's shape.
+    ``center``: LR_SUMSQ's value per result (a C-contiguous array of a's dtype with the
+    result's size, e.g. the mean), or None for 0."""
     cdef int num = cnp.PyArray_TYPE(a)
     cdef int nd = cnp.PyArray_NDIM(a)
     cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
@@ -126,6 +133,13 @@ cdef object _kernel_reduce(int op, cnp.ndarray a, tuple axes, bint keepdim, bint
     p.x, p.y = cnp.PyArray_DATA(a), cnp.PyArray_DATA(out)
     p.idx = <cnp.npy_int64 *>cnp.PyArray_DATA(idx) if want_idx else NULL
     p.outer, p.red, p.inner = O, R, I
+    p.center = NULL
+    if center is not None:
+        if cnp.PyArray_TYPE(center) != num or cnp.PyArray_SIZE(center) != O * I \
+                or not cnp.PyArray_IS_C_CONTIGUOUS(center) or not cnp.PyArray_ISALIGNED(center):
+            raise ValueError("reduction kernel: center must be a contiguous array of the "
+                             "input's dtype with one value per result")
+        p.center = cnp.PyArray_DATA(center)
     cdef int nt = _threads_for(n)
     if n < _NOGIL_MIN:
         rc = _run_plan_nogil(&p, 1)
@@ -469,8 +483,14 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None
             y = _out_mx(mlx().prod(_mxa(x, _acc(out_dt)), axis=_ax(axes), keepdims=keepdim),
                         out_dt)
     else:
-        r = np.multiply.reduce(_compute_arr(x), axis=axes, keepdims=keepdim,
-                               dtype=np.float32 if _is_half_code(out_dt.code) else out_dt.numpy_dtype)
+        r = _kernel_reduce(LR_PROD, x._data, axes, keepdim, False) \
+            if out_dt.typenum == cnp.PyArray_TYPE(x._data) else None
+        if r is not None:
+            r = r[0]
+        else:
+            r = np.multiply.reduce(_compute_arr(x), axis=axes, keepdims=keepdim,
+                                   dtype=np.float32 if _is_half_code(out_dt.code)
+                                   else out_dt.numpy_dtype)
         y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_prod, y, (x,), (axes, keepdim))
@@ -707,7 +727,17 @@ cdef class StdBackward(ReduceBackward):
 
 
 cdef object _var_arr(object a, tuple axes, bint keepdim, double denom, bint is_std):
-    """Two passes (the mean, then the squared deviations) in ``a``'s dtype."""
+    """Two passes (the mean, then the squared deviations) in ``a``'s dtype: lucid's
+    kernels (pairwise, in an order fixed by the shape) where they apply, else NumPy."""
+    cdef Py_ssize_t count
+    s = _kernel_reduce(LR_SUM, a, axes, keepdim, False)
+    if s is not None:
+        count = cnp.PyArray_SIZE(a) // builtins.max(cnp.PyArray_SIZE(<cnp.ndarray>s[0]), 1)
+        m = _as_ndarray(np.true_divide(s[0], a.dtype.type(count)))
+        q = _kernel_reduce(LR_SUMSQ, a, axes, keepdim, False, m)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = _as_ndarray(np.true_divide(q[0], a.dtype.type(denom)))
+            return _as_ndarray(np.sqrt(v)) if is_std else v
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         m = np.mean(a, axis=axes, keepdims=True)
         v = np.sum((a - m) ** 2, axis=axes, keepdims=keepdim) / a.dtype.type(denom)
@@ -883,6 +913,33 @@ cdef object _norm_mx(Tensor x, double pv, tuple axes, bint keepdim):
                    m.array(1.0 / pv, dtype=cdt))
 
 
+cdef object _norm_kernel(cnp.ndarray a, double pv, tuple axes, bint keepdim):
+    """The 1-, 2- and inf-norms from lucid's kernels, or None where they do not apply
+    (then the NumPy formulas below). The 2-norm sums unscaled squares; where that may
+    have overflowed or lost accuracy to underflow (a result not finite, or so small
+    that the squares reached the subnormal range) it returns None, and the scaled
+    formula recomputes."""
+    if pv == 1:
+        r = _kernel_reduce(LR_ASUM, a, axes, keepdim, False)
+        return None if r is None else r[0]
+    if pv == np.inf:
+        if cnp.PyArray_SIZE(a) == 0 or not cnp.PyArray_IS_C_CONTIGUOUS(a):
+            return None
+        r = _kernel_reduce(LR_MAX, _as_ndarray(np.abs(a)), axes, keepdim, False)
+        return None if r is None else r[0]
+    if pv != 2:
+        return None
+    r = _kernel_reduce(LR_SUMSQ, a, axes, keepdim, False)
+    if r is None:
+        return None
+    v = _as_ndarray(np.sqrt(r[0]))
+    if not np.all(v >= (1e-15 if cnp.PyArray_TYPE(a) == cnp.NPY_FLOAT else 1e-145)) or \
+            not np.all(v < np.inf):
+        if not (np.all(v == 0) and not np.any(a)):      # all-zero input: 0 is exact
+            return None
+    return v
+
+
 def norm(input, p="fro", dim=None, keepdim=False, *, axis=None, keepdims=None):
     """Vector p-norm over ``dim`` (all elements by default); "fro" is p = 2."""
     dim = _np_alias("norm", "dim", dim, None, "axis", axis)
@@ -902,25 +959,27 @@ def norm(input, p="fro", dim=None, keepdim=False, *, axis=None, keepdims=None):
         if _recording(x):
             (<NormBackward>record(_S_norm, y, (x,), (axes, keepdim)))._p = pv
         return y
-    a = _as_ndarray(np.abs(_compute_arr(x)))
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if pv == np.inf:
-            r = np.max(a, axis=axes, keepdims=keepdim, initial=0)
-        elif pv == -np.inf:
-            r = np.min(a, axis=axes, keepdims=keepdim)
-        elif pv == 0:
-            r = np.sum(a != 0, axis=axes, keepdims=keepdim).astype(a.dtype)
-        elif pv == 1:
-            r = np.sum(a, axis=axes, keepdims=keepdim)
-        elif pv == 2:
-            scale = np.max(a, axis=axes, keepdims=True, initial=0)   # no overflow in x*x
-            safe = np.where(scale == 0, 1, scale)
-            r = np.sqrt(np.sum((a / safe) ** 2, axis=axes, keepdims=True)) * safe
-            r = np.where(scale == np.inf, scale, r)     # inf / inf would give nan; torch: inf
-            if not keepdim:
-                r = r.reshape(tuple(s for i, s in enumerate(_shp(a)) if not (axes is None or i in axes)))
-        else:
-            r = np.sum(a ** pv, axis=axes, keepdims=keepdim) ** (1.0 / pv)
+    r = _norm_kernel(_compute_arr(x), pv, axes, keepdim)
+    if r is None:
+        a = _as_ndarray(np.abs(_compute_arr(x)))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if pv == np.inf:
+                r = np.max(a, axis=axes, keepdims=keepdim, initial=0)
+            elif pv == -np.inf:
+                r = np.min(a, axis=axes, keepdims=keepdim)
+            elif pv == 0:
+                r = np.sum(a != 0, axis=axes, keepdims=keepdim).astype(a.dtype)
+            elif pv == 1:
+                r = np.sum(a, axis=axes, keepdims=keepdim)
+            elif pv == 2:
+                scale = np.max(a, axis=axes, keepdims=True, initial=0)   # no overflow in x*x
+                safe = np.where(scale == 0, 1, scale)
+                r = np.sqrt(np.sum((a / safe) ** 2, axis=axes, keepdims=True)) * safe
+                r = np.where(scale == np.inf, scale, r)     # inf / inf would give nan; torch: inf
+                if not keepdim:
+                    r = r.reshape(tuple(s for i, s in enumerate(_shp(a)) if not (axes is None or i in axes)))
+            else:
+                r = np.sum(a ** pv, axis=axes, keepdims=keepdim) ** (1.0 / pv)
     y = _wrap(_store(r, x._dtype), x._dtype)
     if _recording(x):
         (<NormBackward>record(_S_norm, y, (x,), (axes, keepdim)))._p = pv
