@@ -36,6 +36,8 @@ cdef extern from "lucid_vforce.h" nogil:
         LR_SUMSQ
         LR_ASUM
         LR_PROD
+        LR_CUMSUM
+        LR_CUMPROD
     ctypedef struct lucid_red_plan:
         int op, dbl
         const void *x
@@ -93,7 +95,8 @@ cdef int _run_plan_nogil(lucid_red_plan *p, int nt) noexcept nogil:
 cdef object _kernel_reduce(int op, cnp.ndarray a, tuple axes, bint keepdim, bint want_idx,
                            cnp.ndarray center=None):
     """(values, indices or None) from lucid's kernels, or None where they do not apply.
-    ``axes``: sorted axes (None: all). (log_)softmax gets one axis and returns a's shape.
+    ``axes``: sorted axes (None: all). (log_)softmax, cumsum and cumprod get one axis and
+    return a's shape.
     ``center``: LR_SUMSQ's value per result (a C-contiguous array of a's dtype with the
     result's size, e.g. the mean), or None for 0."""
     cdef int num = cnp.PyArray_TYPE(a)
@@ -121,7 +124,7 @@ cdef object _kernel_reduce(int op, cnp.ndarray a, tuple axes, bint keepdim, bint
             R *= shape[k]
         else:
             I *= shape[k]
-    if op == LR_SOFTMAX or op == LR_LOGSOFTMAX:
+    if op == LR_SOFTMAX or op == LR_LOGSOFTMAX or op == LR_CUMSUM or op == LR_CUMPROD:
         out_shape = shape
     elif keepdim:
         out_shape = shape[:lo] + (1,) * (hi - lo) + shape[hi:]
@@ -709,6 +712,14 @@ cdef class VarBackward(ReduceBackward):
     schema_v1 = _S_var
     cdef double _denom
 
+    cdef tuple _eager(self, cnp.ndarray g):
+        if not _fused_float(self._in_dtype):
+            return Node._eager(self, g)
+        g = _store(g, self._in_dtype)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            f = _as_ndarray(g * g.dtype.type(2.0 / self._denom if self._denom else np.inf))
+        return (_scaled_deviations(self._x(), self._axes, self._k(f)),)
+
     def grad_formula_impl(self, g, x, y):
         dev = x - mean(x, self._axes, True)
         return self._k(g) * dev * (2.0 / self._denom if self._denom else float("inf"))
@@ -719,11 +730,39 @@ cdef class StdBackward(ReduceBackward):
     schema_v1 = _S_std
     cdef double _denom
 
+    cdef tuple _eager(self, cnp.ndarray g):
+        if not _fused_float(self._in_dtype):
+            return Node._eager(self, g)
+        g = _store(g, self._in_dtype)
+        y = self._y()
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            f = _as_ndarray(np.where(y == 0, 0, g / (y * y.dtype.type(self._denom))))
+        return (_scaled_deviations(self._x(), self._axes, self._k(f)),)
+
     def grad_formula_impl(self, g, x, y):
         dev = x - mean(x, self._axes, True)
         yk = self._k(y)
         safe = ops.where(yk == 0, 1.0, yk)
         return ops.where(yk == 0, 0.0, self._k(g) * dev / (safe * self._denom))
+
+
+cdef inline bint _fused_float(DType dt):
+    """Whether an eager backward below runs its fused NumPy form (float32 / float64
+    inputs; half inputs run the graph-mode formula)."""
+    return dt.code == DT_FLOAT32 or dt.code == DT_FLOAT64
+
+
+cdef cnp.ndarray _scaled_deviations(cnp.ndarray x, tuple axes, cnp.ndarray f):
+    """(x - mean(x over axes)) * f, f broadcast over the reduced axes: the gradients
+    of var and std in two passes over x (the mean from lucid's sum kernel)."""
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(x)
+    m = _sum_array(x, axes, True, _dtype_of_array(x))
+    count = n // builtins.max(cnp.PyArray_SIZE(m), 1) if n else 0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        m = np.true_divide(m, x.dtype.type(count))
+        d = _as_ndarray(np.subtract(x, m))
+        np.multiply(d, f, out=d)
+    return d
 
 
 cdef object _var_arr(object a, tuple axes, bint keepdim, double denom, bint is_std):
@@ -867,6 +906,20 @@ cdef class NormBackward(ReduceBackward):
     schema_v1 = _S_norm
     cdef double _p
 
+    cdef tuple _eager(self, cnp.ndarray g):
+        """p = 2: x * (g / norm), 0 where the norm is 0 (one pass over x); p = 1:
+        g sign(x). Other p: the graph-mode formula."""
+        if (self._p != 2 and self._p != 1) or not _fused_float(self._in_dtype):
+            return Node._eager(self, g)
+        g = _store(g, self._in_dtype)
+        x = self._x()
+        if self._p == 1:
+            return (_as_ndarray(np.multiply(np.sign(x), self._k(g))),)
+        y = self._y()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = _as_ndarray(np.where(y == 0, 0, g / y).astype(x.dtype, copy=False))
+        return (_as_ndarray(np.multiply(x, self._k(f))),)
+
     def grad_formula_impl(self, g, x, y):
         yk = self._k(y)
         gk = self._k(g)
@@ -1008,6 +1061,15 @@ cdef object _cum_acc(DType dt):
     return np.float32 if _is_half_code(dt.code) else dt.numpy_dtype
 
 
+cdef object _cum_kernel(int op, Tensor x, int d, DType out_dt):
+    """cumsum / cumprod of a float32 or float64 x along d into out_dt = x's dtype, from
+    lucid's kernels (accumulated in double, as _cum_acc), or None."""
+    if out_dt is not x._dtype:
+        return None
+    r = _kernel_reduce(op, x._data, (d,), True, False)
+    return None if r is None else r[0]
+
+
 def cumsum(input, dim=None, *, dtype=None, axis=None):
     """Cumulative sum along ``dim``."""
     dim = _np_alias("cumsum", "dim", dim, None, "axis", axis)
@@ -1022,8 +1084,10 @@ def cumsum(input, dim=None, *, dtype=None, axis=None):
         a = _mxa(x, _acc(out_dt))
         y = _out_mx(mlx().cumsum(a, axis=d) if cnp.PyArray_NDIM(x._data) else a, out_dt)
     else:
-        a = _compute_arr(x)
-        r = np.cumsum(a, axis=d if a.ndim else None, dtype=_cum_acc(out_dt)).reshape(_shp(a))
+        r = _cum_kernel(LR_CUMSUM, x, d, out_dt)
+        if r is None:
+            a = _compute_arr(x)
+            r = np.cumsum(a, axis=d if a.ndim else None, dtype=_cum_acc(out_dt)).reshape(_shp(a))
         y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_cumsum, y, (x,), ((d,), True))
@@ -1103,8 +1167,10 @@ def cumprod(input, dim=None, *, dtype=None, axis=None):
         a = _mxa(x, _acc(out_dt))
         y = _out_mx(mlx().cumprod(a, axis=d) if cnp.PyArray_NDIM(x._data) else a, out_dt)
     else:
-        a = _compute_arr(x)
-        r = np.cumprod(a, axis=d if a.ndim else None, dtype=_cum_acc(out_dt)).reshape(_shp(a))
+        r = _cum_kernel(LR_CUMPROD, x, d, out_dt)
+        if r is None:
+            a = _compute_arr(x)
+            r = np.cumprod(a, axis=d if a.ndim else None, dtype=_cum_acc(out_dt)).reshape(_shp(a))
         y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_cumprod, y, (x,), ((d,), True))

@@ -211,7 +211,7 @@ int lucid_red_setup(lucid_red_plan *p)
     if (p->inner > 1) {
         p->kind = LR_KIND_COLS;
         p->npieces = p->outer * ((p->inner + LR_COL_W - 1) / LR_COL_W);
-    } else if (p->outer > 1 || p->red <= LR_BLOCK) {
+    } else if (p->outer > 1 || p->red <= LR_BLOCK || p->op == LR_CUMSUM || p->op == LR_CUMPROD) {
         p->kind = LR_KIND_ROWS;
         p->per = p->red >= LR_ROWS_PIECE ? 1 : LR_ROWS_PIECE / (p->red > 0 ? p->red : 1);
         p->npieces = (p->outer + p->per - 1) / p->per;

@@ -184,6 +184,16 @@ static void LR(row)(const lucid_red_plan *p, ptrdiff_t r)
     case LR_PROD:
         y[r] = (T)LR(prodrun)(x, L);
         break;
+    case LR_CUMSUM:
+    case LR_CUMPROD: {          /* in sequence, in double, as the definition reads */
+        T *yr = y + r * L;
+        double acc = p->op == LR_CUMPROD;
+        if (p->op == LR_CUMPROD)
+            for (ptrdiff_t i = 0; i < L; i++) { acc *= (double)x[i]; yr[i] = (T)acc; }
+        else
+            for (ptrdiff_t i = 0; i < L; i++) { acc += (double)x[i]; yr[i] = (T)acc; }
+        break;
+    }
     case LR_MAX:
     case LR_MIN:
         y[r] = p->op == LR_MAX ? LR(maxrun)(x, L, p->idx ? &at : NULL)
@@ -212,8 +222,9 @@ static void LR(row)(const lucid_red_plan *p, ptrdiff_t r)
 
 /* ---- columns (I > 1): w <= LR_COL_W columns at x, rows I apart ------------ */
 
-/* Column sums of XF(x, c[col]), pairwise over blocks of LR_COL_LEAF rows, in double
- * (XF in T: the elements, their squared deviations from c, their absolute values). */
+/* Column sums of XF(x, c[col]): blocks of LR_COL_LEAF rows summed in sequence in T
+ * (NumPy sums all rows so), the blocks combined pairwise in double (XF in T: the
+ * elements, their squared deviations from c, their absolute values). */
 #define LR_XS_ID(v, c) (v)
 #define LR_XS_SQ(v, c) (((v) - (c)) * ((v) - (c)))
 #define LR_XS_ABS(v, c) ((v) < 0 ? -(v) : (v))
@@ -225,7 +236,7 @@ LV_CLONES static void LR(name)(const T *x, ptrdiff_t I, ptrdiff_t R, int w, cons
         int c0 = 0;                                                              \
         /* groups of 16 columns: the accumulators stay in registers */           \
         for (; c0 + 16 <= w; c0 += 16) {                                         \
-            double acc[16] = {0};                                                \
+            T acc[16] = {0};                                                     \
             for (ptrdiff_t r = 0; r < R; r++) {                                  \
                 const T *xr = x + r * I + c0;                                    \
                 _Pragma("omp simd")                                              \
@@ -233,11 +244,14 @@ LV_CLONES static void LR(name)(const T *x, ptrdiff_t I, ptrdiff_t R, int w, cons
             }                                                                    \
             for (int l = 0; l < 16; l++) out[c0 + l] = acc[l];                   \
         }                                                                        \
-        for (int c = c0; c < w; c++) out[c] = 0;                                 \
-        for (ptrdiff_t r = 0; r < R && c0 < w; r++) {                            \
-            const T *xr = x + r * I;                                             \
-            _Pragma("omp simd")                                                  \
-            for (int c = c0; c < w; c++) out[c] += XF(xr[c], cc[c]);             \
+        if (c0 < w) {                                                            \
+            T acc[16] = {0};                                                     \
+            for (ptrdiff_t r = 0; r < R; r++) {                                  \
+                const T *xr = x + r * I + c0;                                    \
+                _Pragma("omp simd")                                              \
+                for (int c = 0; c < w - c0; c++) acc[c] += XF(xr[c], cc[c0 + c]); \
+            }                                                                    \
+            for (int c = c0; c < w; c++) out[c] = acc[c - c0];                   \
         }                                                                        \
         return;                                                                  \
     }                                                                            \
@@ -251,6 +265,25 @@ LV_CLONES static void LR(name)(const T *x, ptrdiff_t I, ptrdiff_t R, int w, cons
 LR_COLSUM(colsum, LR_XS_ID)
 LR_COLSUM(colsumsq, LR_XS_SQ)
 LR_COLSUM(colasum, LR_XS_ABS)
+
+/* Cumulative sums and products down w columns, vectorised across the columns,
+ * accumulated in double. */
+LV_CLONES static void LR(cumcols)(const T *x, T *y, ptrdiff_t I, ptrdiff_t R, int w, int prod)
+{
+    double acc[LR_COL_W];
+    for (int c = 0; c < w; c++) acc[c] = prod ? 1 : 0;
+    for (ptrdiff_t r = 0; r < R; r++) {
+        const T *xr = x + r * I;
+        T *yr = y + r * I;
+        if (prod) {
+            _Pragma("omp simd")
+            for (int c = 0; c < w; c++) { acc[c] *= (double)xr[c]; yr[c] = (T)acc[c]; }
+        } else {
+            _Pragma("omp simd")
+            for (int c = 0; c < w; c++) { acc[c] += (double)xr[c]; yr[c] = (T)acc[c]; }
+        }
+    }
+}
 
 /* Column products in double, row after row. */
 LV_CLONES static void LR(colprod)(const T *x, ptrdiff_t I, ptrdiff_t R, int w, double *out)
@@ -379,6 +412,10 @@ static void LR(cols)(const lucid_red_plan *p, ptrdiff_t piece)
         break;
     case LR_LSE:
         LR(colexp)(x, NULL, p->inner, p->red, w, p->op, y + oi);
+        break;
+    case LR_CUMSUM:
+    case LR_CUMPROD:
+        LR(cumcols)(x, y + o * p->red * p->inner + c0, p->inner, p->red, w, p->op == LR_CUMPROD);
         break;
     default:
         LR(colexp)(x, y + o * p->red * p->inner + c0, p->inner, p->red, w, p->op, NULL);
