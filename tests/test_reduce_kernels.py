@@ -1,7 +1,7 @@
 """lucid's reduction kernels (src/lucid_reduce.c): sum, mean, prod, var, std, norm
-(p = 1, 2, inf), amax/amin, max/min with indices, argmax/argmin, logsumexp, softmax and
-log_softmax over the last axis, the first axis, a middle axis and all axes, float32
-and float64.
+(p = 1, 2, inf), amax/amin, max/min with indices, argmax/argmin, logsumexp, softmax,
+log_softmax, cumsum and cumprod over the last axis, the first axis, a middle axis and
+all axes, float32 and float64, and the fused eager backward of var, std and norm.
 
 Values are compared with float64 NumPy/SciPy (and torch where installed); results
 must be bitwise the same on 1, 2 and 4 threads (the summation order is fixed by
@@ -41,6 +41,9 @@ def _all_dims(d, t):
 OPS = {
     "prod": (lambda t, d: lucid.prod(1 + t / 300) if d is None else lucid.prod(1 + t / 300, d),
              lambda a, d: np.prod(1 + a / 300, axis=d), False),
+    "cumsum": (lambda t, d: lucid.cumsum(t, d), lambda a, d: np.cumsum(a, axis=d), False),
+    "cumprod": (lambda t, d: lucid.cumprod(1 + t / 300, d),
+                lambda a, d: np.cumprod(1 + a / 300, axis=d), False),
     "var": (lambda t, d: lucid.var(t, d), lambda a, d: a.var(axis=d, ddof=1), False),
     "std": (lambda t, d: lucid.std(t, d), lambda a, d: a.std(axis=d, ddof=1), False),
     "norm2": (lambda t, d: lucid.norm(t, 2, d), lambda a, d: np.sqrt((a * a).sum(axis=d)), False),
@@ -68,7 +71,7 @@ OPS = {
     "softmax": (lambda t, d: lucid.softmax(t, d), _softmax, False),
     "log_softmax": (lambda t, d: lucid.log_softmax(t, d), _log_softmax, False),
 }
-ROWWISE = {"softmax", "log_softmax"}
+ROWWISE = {"softmax", "log_softmax", "cumsum", "cumprod"}
 
 # (id, shape, dim): rows, columns, a middle axis, everything (several blocks)
 LAYOUTS = [
@@ -334,3 +337,57 @@ def test_row_exp_sums_do_not_depend_on_the_rows_around_them(op, n, dtype, thread
         rows = call(lucid.tensor(a), 1).numpy()
         for k, i in enumerate((0, 33, 63)):
             assert rows[i:i + 1].tobytes() == alone[k].tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_cumulative_ops_accumulate_in_double(dim, dtype):
+    """cumsum / cumprod accumulate in double whatever the axis (as PyTorch for float32):
+    a float32 cumsum of 1 + 1e-8 steps keeps the small parts, and a product passing
+    through 3.4e38 * 3.4e38 and then 0 ends in 0, not inf * 0 = NaN."""
+    a = np.full((4, 3000), 1 + 2 ** -20, dtype=dtype)
+    if dim == 0:
+        a = np.ascontiguousarray(a.T)
+    got = lucid.cumsum(lucid.tensor(a), dim).numpy()
+    want = np.cumsum(a.astype(np.float64), axis=dim).astype(dtype)
+    np.testing.assert_array_equal(got, want)
+    big = np.array([[3e38, 3e38, 0.0, 2.0]], dtype=np.float32)
+    big = big if dim == 1 else np.ascontiguousarray(big.T)
+    got = lucid.cumprod(lucid.tensor(big), dim).numpy().reshape(-1)
+    assert got[1] == np.inf and got[2] == 0 and got[3] == 0
+
+
+@pytest.mark.parametrize("op", ["var", "std", "norm2", "norm1"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("dim,keepdim", [(0, False), (1, True), (None, False)])
+def test_fused_backward_matches_the_graph_mode_formula(op, dim, keepdim, dtype):
+    """The eager backward of var, std and the 1- and 2-norms (fused NumPy passes)
+    agrees with the node's graph-mode formula (create_graph=True) and with torch."""
+    a = _data((60, 45), dtype)
+    a[3, :] = 1.5                   # a row with std 0 (its gradient is 0, as torch)
+    if dim is None:
+        a[3, :] = _data((45,), dtype, seed=9)
+    w = _data((60, 45), dtype, seed=2)
+    f = {"var": lambda t: lucid.var(t, dim, keepdim=keepdim),
+         "std": lambda t: lucid.std(t, dim, keepdim=keepdim),
+         "norm2": lambda t: lucid.norm(t, 2, dim, keepdim=keepdim),
+         "norm1": lambda t: lucid.norm(t, 1, dim, keepdim=keepdim)}[op]
+    grads = []
+    for create in (False, True):
+        x = lucid.tensor(a, requires_grad=True)
+        y = f(x)
+        wt = lucid.tensor(np.linspace(-1, 2, y.numel()).reshape(y.shape).astype(dtype))
+        (g,) = lucid.autograd.grad((y * wt).sum(), x, create_graph=create)
+        grads.append(g.detach().numpy())
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(grads[0], grads[1], **tol)
+    if torch is not None:
+        tx = torch.tensor(a.astype(np.float64), requires_grad=True)
+        td = tuple(range(2)) if dim is None else dim
+        ty = {"var": lambda t: torch.var(t, td, keepdim=keepdim),
+              "std": lambda t: torch.std(t, td, keepdim=keepdim),
+              "norm2": lambda t: torch.linalg.vector_norm(t, 2, td, keepdim=keepdim),
+              "norm1": lambda t: torch.linalg.vector_norm(t, 1, td, keepdim=keepdim)}[op](tx)
+        tw = torch.linspace(-1, 2, ty.numel(), dtype=torch.float64).reshape(ty.shape)
+        (tg,) = torch.autograd.grad((ty * tw).sum(), tx)
+        np.testing.assert_allclose(grads[0], tg.numpy(), **dict(tol, atol=1e-5 if dtype == np.float32 else 1e-12))
