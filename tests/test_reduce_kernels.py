@@ -357,12 +357,14 @@ def test_cumulative_ops_accumulate_in_double(dim, dtype):
     assert got[1] == np.inf and got[2] == 0 and got[3] == 0
 
 
-@pytest.mark.parametrize("op", ["var", "std", "norm2", "norm1"])
+@pytest.mark.parametrize("op", ["var", "std", "norm2", "norm1", "prod"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("dim,keepdim", [(0, False), (1, True), (None, False)])
 def test_fused_backward_matches_the_graph_mode_formula(op, dim, keepdim, dtype):
-    """The eager backward of var, std and the 1- and 2-norms (fused NumPy passes)
-    agrees with the node's graph-mode formula (create_graph=True) and with torch."""
+    """The eager backward of var, std, the 1- and 2-norms and prod (fused NumPy passes;
+    prod's divides the product by x where every product is finite and normal, and
+    falls back to prefix and suffix products where one overflows: the full product
+    here) agrees with the node's graph-mode formula (create_graph=True) and with torch."""
     a = _data((60, 45), dtype)
     a[3, :] = 1.5                   # a row with std 0 (its gradient is 0, as torch)
     if dim is None:
@@ -371,7 +373,8 @@ def test_fused_backward_matches_the_graph_mode_formula(op, dim, keepdim, dtype):
     f = {"var": lambda t: lucid.var(t, dim, keepdim=keepdim),
          "std": lambda t: lucid.std(t, dim, keepdim=keepdim),
          "norm2": lambda t: lucid.norm(t, 2, dim, keepdim=keepdim),
-         "norm1": lambda t: lucid.norm(t, 1, dim, keepdim=keepdim)}[op]
+         "norm1": lambda t: lucid.norm(t, 1, dim, keepdim=keepdim),
+         "prod": lambda t: lucid.prod(t / 2, dim, keepdim=keepdim)}[op]
     grads = []
     for create in (False, True):
         x = lucid.tensor(a, requires_grad=True)
@@ -387,7 +390,10 @@ def test_fused_backward_matches_the_graph_mode_formula(op, dim, keepdim, dtype):
         ty = {"var": lambda t: torch.var(t, td, keepdim=keepdim),
               "std": lambda t: torch.std(t, td, keepdim=keepdim),
               "norm2": lambda t: torch.linalg.vector_norm(t, 2, td, keepdim=keepdim),
-              "norm1": lambda t: torch.linalg.vector_norm(t, 1, td, keepdim=keepdim)}[op](tx)
+              "norm1": lambda t: torch.linalg.vector_norm(t, 1, td, keepdim=keepdim),
+              "prod": lambda t: torch.prod(t / 2) if dim is None else
+              torch.prod(t / 2, dim, keepdim=keepdim)}[op](tx)
         tw = torch.linspace(-1, 2, ty.numel(), dtype=torch.float64).reshape(ty.shape)
         (tg,) = torch.autograd.grad((ty * tw).sum(), tx)
-        np.testing.assert_allclose(grads[0], tg.numpy(), **dict(tol, atol=1e-5 if dtype == np.float32 else 1e-12))
+        np.testing.assert_allclose(grads[0], tg.numpy(),
+                                   **dict(tol, atol=1e-5 if dtype == np.float32 else 1e-12))

@@ -428,6 +428,14 @@ cdef class ProdBackward(ReduceBackward):
         x = self._x()
         if x.size == 0:
             return (np.zeros(self._in_shape, dtype=g.dtype),)
+        if _fused_float(self._in_dtype):
+            # Every product normal and finite, so no element is 0 or inf: g prod / x,
+            # two passes over x (the product from lucid's kernel), as PyTorch.
+            yk = _kernel_reduce(LR_PROD, x, self._axes, True, False)
+            yk = np.multiply.reduce(x, axis=self._axes, keepdims=True) if yk is None else yk[0]
+            if np.all(np.abs(yk) >= np.finfo(x.dtype).tiny) and np.all(np.abs(yk) < np.inf):
+                f = _as_ndarray(np.multiply(self._k(_store(g, self._in_dtype)), yk))
+                return (_as_ndarray(np.true_divide(f, x)),)
         axis = self._axes[0] if self._axes else None
         xs = x.reshape(-1) if axis is None else x
         ax = 0 if axis is None else axis
