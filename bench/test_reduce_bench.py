@@ -153,7 +153,9 @@ def test_reduce(benchmark, op_name, size, dtype, mode, threads, peer):
     if peer == "numpy":
         def timed():
             return f_numpy(a, d)
-        np.testing.assert_allclose(np.asarray(timed(), np.float64), want, **TOL[dtype])
+        # NumPy's float32 cumsum accumulates in float32 (lucid and torch in double)
+        tol = dict(rtol=1e-3, atol=1e-3) if name == "cumsum" and dtype == "float32" else TOL[dtype]
+        np.testing.assert_allclose(np.asarray(timed(), np.float64), want, **tol)
     else:
         if peer == "lucid":
             mod, err = import_lucid()
