@@ -2,11 +2,11 @@
 ratios in one run (bench/conftest.py prints them per group).
 
   group  <op>-<size>-<dtype>-<mode>-t<threads>
-  ops    sum, mean, amax, amin, argmax, max (values and indices), logsumexp,
-         softmax, log_softmax, each along the last axis (``<op>_last``), the first
+  ops    sum, mean, amax, amin, argmax, max (values and indices), logsumexp, prod,
+         var, std, norm (p=2), all, any, cumsum, cumprod, softmax, log_softmax, each along the last axis (``<op>_last``), the first
          axis (``<op>_first``) and, for the reductions, all axes (``<op>_all``)
   sizes  1e3 as (10, 100), 1e5 as (1000, 100)
-  modes  fwd; fwd_bwd (op(x).sum().backward()) for softmax and log_softmax
+  modes  fwd; fwd_bwd (op(x).sum().backward()) for var, norm, softmax and log_softmax
   peers  lucid, numpy (forward; scipy.special for the softmax family, if installed), torch
 
 Thread counts come from LUCID_BENCH_THREADS (default 1,2); 1e3 cases run on the first
@@ -82,6 +82,25 @@ REDUCTIONS = {
                   lambda t, x, d: t.logsumexp(x, _all(d, x)),
                   lambda a, d: _np_lse(a.reshape(-1), 0) if d is None else _np_lse(a, d),
                   ("last", "first", "all"), False),
+    "prod": (lambda m, x, d: x.prod() if d is None else x.prod(d),
+             lambda t, x, d: x.prod() if d is None else x.prod(d),
+             lambda a, d: a.prod(axis=d), ("last", "first", "all"), False),
+    "var": (lambda m, x, d: m.var(x, d), lambda t, x, d: t.var(x, d),
+            lambda a, d: a.var(axis=d, ddof=1), ("last", "first", "all"), True),
+    "std": (lambda m, x, d: m.std(x, d), lambda t, x, d: t.std(x, d),
+            lambda a, d: a.std(axis=d, ddof=1), ("last", "first", "all"), False),
+    "norm": (lambda m, x, d: m.norm(x, 2, d), lambda t, x, d: t.linalg.vector_norm(x, 2, d),
+             lambda a, d: np.sqrt((a * a).sum(axis=d)), ("last", "first", "all"), True),
+    "all": (lambda m, x, d: m.all(x) if d is None else m.all(x, d),
+            lambda t, x, d: t.all(x) if d is None else t.all(x, d),
+            lambda a, d: a.all(axis=d), ("last", "first", "all"), False),
+    "any": (lambda m, x, d: m.any(x) if d is None else m.any(x, d),
+            lambda t, x, d: t.any(x) if d is None else t.any(x, d),
+            lambda a, d: a.any(axis=d), ("last", "first", "all"), False),
+    "cumsum": (lambda m, x, d: m.cumsum(x, d), lambda t, x, d: t.cumsum(x, d),
+               lambda a, d: a.cumsum(axis=d), ("last", "first"), False),
+    "cumprod": (lambda m, x, d: m.cumprod(x, d), lambda t, x, d: t.cumprod(x, d),
+                lambda a, d: a.cumprod(axis=d), ("last", "first"), False),
     "softmax": (lambda m, x, d: m.softmax(x, d), lambda t, x, d: t.softmax(x, d),
                 _np_softmax, ("last", "first"), True),
     "log_softmax": (lambda m, x, d: m.log_softmax(x, d), lambda t, x, d: t.log_softmax(x, d),
@@ -134,7 +153,9 @@ def test_reduce(benchmark, op_name, size, dtype, mode, threads, peer):
     if peer == "numpy":
         def timed():
             return f_numpy(a, d)
-        np.testing.assert_allclose(np.asarray(timed(), np.float64), want, **TOL[dtype])
+        # NumPy's float32 cumsum accumulates in float32 (lucid and torch in double)
+        tol = dict(rtol=1e-3, atol=1e-3) if name == "cumsum" and dtype == "float32" else TOL[dtype]
+        np.testing.assert_allclose(np.asarray(timed(), np.float64), want, **tol)
     else:
         if peer == "lucid":
             mod, err = import_lucid()
@@ -153,7 +174,8 @@ def test_reduce(benchmark, op_name, size, dtype, mode, threads, peer):
             def timed():
                 return call(mod, x, d)
         else:
-            w = mod.tensor(np.linspace(-1, 1, a.size).reshape(a.shape).astype(dtype))
+            oshape = tuple(out.shape)         # the output's: reductions shrink it
+            w = mod.tensor(np.linspace(-1, 1, int(np.prod(oshape))).reshape(oshape).astype(dtype))
 
             def timed():
                 x.grad = None

@@ -1,6 +1,7 @@
-"""lucid's reduction kernels (src/lucid_reduce.c): sum, mean, amax/amin, max/min with
-indices, argmax/argmin, logsumexp, softmax and log_softmax over the last axis, the
-first axis, a middle axis and all axes, float32 and float64.
+"""lucid's reduction kernels (src/lucid_reduce.c): sum, mean, prod, var, std, norm
+(p = 1, 2, inf), amax/amin, max/min with indices, argmax/argmin, logsumexp, softmax,
+log_softmax, cumsum and cumprod over the last axis, the first axis, a middle axis and
+all axes, float32 and float64, and the fused eager backward of var, std and norm.
 
 Values are compared with float64 NumPy/SciPy (and torch where installed); results
 must be bitwise the same on 1, 2 and 4 threads (the summation order is fixed by
@@ -32,8 +33,23 @@ def _log_softmax(a, axis):
     return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
 
 
+def _all_dims(d, t):
+    return tuple(range(t.ndim)) if d is None else d
+
+
 # name -> (lucid call, float64 reference, exact?)
 OPS = {
+    "prod": (lambda t, d: lucid.prod(1 + t / 300) if d is None else lucid.prod(1 + t / 300, d),
+             lambda a, d: np.prod(1 + a / 300, axis=d), False),
+    "cumsum": (lambda t, d: lucid.cumsum(t, d), lambda a, d: np.cumsum(a, axis=d), False),
+    "cumprod": (lambda t, d: lucid.cumprod(1 + t / 300, d),
+                lambda a, d: np.cumprod(1 + a / 300, axis=d), False),
+    "var": (lambda t, d: lucid.var(t, d), lambda a, d: a.var(axis=d, ddof=1), False),
+    "std": (lambda t, d: lucid.std(t, d), lambda a, d: a.std(axis=d, ddof=1), False),
+    "norm2": (lambda t, d: lucid.norm(t, 2, d), lambda a, d: np.sqrt((a * a).sum(axis=d)), False),
+    "norm1": (lambda t, d: lucid.norm(t, 1, d), lambda a, d: np.abs(a).sum(axis=d), False),
+    "norm_inf": (lambda t, d: lucid.norm(t, float("inf"), d),
+                 lambda a, d: np.abs(a).max(axis=d), True),
     "sum": (lambda t, d: lucid.sum(t) if d is None else lucid.sum(t, d),
             lambda a, d: a.sum(axis=d), False),
     "mean": (lambda t, d: lucid.mean(t) if d is None else lucid.mean(t, d),
@@ -55,7 +71,7 @@ OPS = {
     "softmax": (lambda t, d: lucid.softmax(t, d), _softmax, False),
     "log_softmax": (lambda t, d: lucid.log_softmax(t, d), _log_softmax, False),
 }
-ROWWISE = {"softmax", "log_softmax"}
+ROWWISE = {"softmax", "log_softmax", "cumsum", "cumprod"}
 
 # (id, shape, dim): rows, columns, a middle axis, everything (several blocks)
 LAYOUTS = [
@@ -225,3 +241,159 @@ def test_row_sums_do_not_depend_on_the_rows_around_them(n, dtype, threads):
     tol = np.spacing(np.abs(a).astype(np.float64).sum(axis=1)) * 8 * np.sqrt(n) \
         if dtype == np.float64 else np.abs(a).sum(axis=1).astype(np.float64) * 2e-6
     assert np.all(np.abs(rows.astype(np.float64) - exact) <= tol + 1e-30)
+
+
+@pytest.mark.skipif(torch is None, reason="torch not installed")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("dim", [0, 1, None])
+def test_moments_norms_and_prod_with_special_values_match_torch(dim, dtype):
+    """NaN and +-inf in rows or columns: var, std, the norms and prod give what torch
+    gives (NaN from inf - inf in the deviations, inf for a norm holding inf)."""
+    a = _specials(dtype)
+    if dim == 0:
+        a = np.ascontiguousarray(a.T)
+    t, tt = lucid.tensor(a), torch.from_numpy(a.copy())
+    td = tuple(range(a.ndim)) if dim is None else dim
+    pairs = [
+        (lucid.var(t, dim), torch.var(tt, td)),
+        (lucid.std(t, dim), torch.std(tt, td)),
+        (lucid.norm(t, 2, dim), torch.linalg.vector_norm(tt, 2, td)),
+        (lucid.norm(t, 1, dim), torch.linalg.vector_norm(tt, 1, td)),
+        (lucid.norm(t, float("inf"), dim), torch.linalg.vector_norm(tt, float("inf"), td)),
+    ]
+    p = np.where(np.isfinite(a), 1 + a / 100, a)
+    if dim is None:
+        pairs.append((lucid.prod(lucid.tensor(p)), torch.prod(torch.from_numpy(p.copy()))))
+    else:
+        pairs.append((lucid.prod(lucid.tensor(p), dim), torch.prod(torch.from_numpy(p.copy()), dim)))
+    for got, want in pairs:
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6,
+                                   equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("scale", [1e-30, 1e-200, 1e30, 1e200, 0.0])
+@pytest.mark.parametrize("dim", [0, 1, None])
+def test_norm2_without_overflow_or_underflow(scale, dim, dtype):
+    """The 2-norm sums unscaled squares; where they over- or underflow (float32 above
+    1.8e19 or below 1e-19, float64 above 1e154 or below 1e-154), the scaled formula
+    takes over, so the result is the float64 norm of the values, rounded once."""
+    if dtype == np.float32 and scale in (1e-200, 1e200):
+        pytest.skip("not a float32 value")
+    a = (_data((50, 37), np.float64) * scale).astype(dtype)
+    b = np.asarray(a, np.float64) / (scale if scale else 1.0)
+    want = np.sqrt((b * b).sum(axis=dim)) * (scale if scale else 1.0)
+    got = lucid.norm(lucid.tensor(a), 2, dim).numpy().astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=2e-6 if dtype == np.float32 else 1e-13, atol=0)
+
+
+@pytest.mark.parametrize("op", ["var", "std", "norm2", "norm1", "norm_inf"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_unaligned_and_noncontiguous_inputs(op, dtype):
+    """An input whose data pointer is not aligned to its dtype, and a transposed view,
+    give the contiguous input's result (the kernels read an aligned copy; views go
+    through NumPy, whose order may differ by a rounding)."""
+    call, _, _ = OPS[op]
+    a = _data((120, 77), dtype)
+    buf = np.zeros(a.nbytes + 1, dtype=np.uint8)
+    un = np.frombuffer(buf.data, dtype=np.uint8, count=a.nbytes, offset=1).view(dtype)
+    un = un.reshape(a.shape)
+    un[...] = a
+    assert not un.flags.aligned
+    for d in (0, 1, None):
+        want = call(lucid.tensor(a), d).numpy()
+        assert call(lucid.from_numpy(un), d).numpy().tobytes() == want.tobytes()
+        view = lucid.from_numpy(np.ascontiguousarray(a.T)).transpose(0, 1)
+        np.testing.assert_allclose(call(view, d).numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_empty_reductions(dtype):
+    """Reducing over an empty dim: var/std NaN, norms 0, prod 1 (torch's values)."""
+    a = np.zeros((0, 5), dtype)
+    t = lucid.tensor(a)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        assert np.isnan(lucid.var(t, 0).numpy()).all() and lucid.var(t, 0).shape == (5,)
+        assert np.isnan(lucid.std(t, 0).numpy()).all()
+    np.testing.assert_array_equal(lucid.norm(t, 2, 0).numpy(), np.zeros(5, dtype))
+    np.testing.assert_array_equal(lucid.norm(t, 1, 0).numpy(), np.zeros(5, dtype))
+    np.testing.assert_array_equal(lucid.prod(t, 0).numpy(), np.ones(5, dtype))
+    assert lucid.var(t, 1).shape == (0,) and lucid.prod(t, 1).shape == (0,)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "logsumexp"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 255, 256, 257, 1000])
+def test_row_exp_sums_do_not_depend_on_the_rows_around_them(op, n, dtype, threads):
+    """A row of softmax / log_softmax / logsumexp is computed from that row alone, in an
+    order fixed by its length: bitwise the same alone, among other rows, and on 1, 2
+    or 4 threads."""
+    call = OPS[op][0]
+    a = _data((64, n), dtype, seed=n)
+    lucid.set_num_threads(1)
+    alone = [call(lucid.tensor(np.ascontiguousarray(a[i:i + 1])), 1).numpy() for i in (0, 33, 63)]
+    for nt in (1, 2, 4):
+        lucid.set_num_threads(nt)
+        rows = call(lucid.tensor(a), 1).numpy()
+        for k, i in enumerate((0, 33, 63)):
+            assert rows[i:i + 1].tobytes() == alone[k].tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_cumulative_ops_accumulate_in_double(dim, dtype):
+    """cumsum / cumprod accumulate in double whatever the axis (as PyTorch for float32):
+    a float32 cumsum of 1 + 1e-8 steps keeps the small parts, and a product passing
+    through 3.4e38 * 3.4e38 and then 0 ends in 0, not inf * 0 = NaN."""
+    a = np.full((4, 3000), 1 + 2 ** -20, dtype=dtype)
+    if dim == 0:
+        a = np.ascontiguousarray(a.T)
+    got = lucid.cumsum(lucid.tensor(a), dim).numpy()
+    want = np.cumsum(a.astype(np.float64), axis=dim).astype(dtype)
+    np.testing.assert_array_equal(got, want)
+    big = np.array([[3e38, 3e38, 0.0, 2.0]], dtype=np.float32)
+    big = big if dim == 1 else np.ascontiguousarray(big.T)
+    got = lucid.cumprod(lucid.tensor(big), dim).numpy().reshape(-1)
+    assert got[1] == np.inf and got[2] == 0 and got[3] == 0
+
+
+@pytest.mark.parametrize("op", ["var", "std", "norm2", "norm1", "prod"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("dim,keepdim", [(0, False), (1, True), (None, False)])
+def test_fused_backward_matches_the_graph_mode_formula(op, dim, keepdim, dtype):
+    """The eager backward of var, std, the 1- and 2-norms and prod (fused NumPy passes;
+    prod's divides the product by x where every product is finite and normal, and
+    falls back to prefix and suffix products where one overflows: the full product
+    here) agrees with the node's graph-mode formula (create_graph=True) and with torch."""
+    a = _data((60, 45), dtype)
+    a[3, :] = 1.5                   # a row with std 0 (its gradient is 0, as torch)
+    if dim is None:
+        a[3, :] = _data((45,), dtype, seed=9)
+    w = _data((60, 45), dtype, seed=2)
+    f = {"var": lambda t: lucid.var(t, dim, keepdim=keepdim),
+         "std": lambda t: lucid.std(t, dim, keepdim=keepdim),
+         "norm2": lambda t: lucid.norm(t, 2, dim, keepdim=keepdim),
+         "norm1": lambda t: lucid.norm(t, 1, dim, keepdim=keepdim),
+         "prod": lambda t: lucid.prod(t / 2, dim, keepdim=keepdim)}[op]
+    grads = []
+    for create in (False, True):
+        x = lucid.tensor(a, requires_grad=True)
+        y = f(x)
+        wt = lucid.tensor(np.linspace(-1, 2, y.numel()).reshape(y.shape).astype(dtype))
+        (g,) = lucid.autograd.grad((y * wt).sum(), x, create_graph=create)
+        grads.append(g.detach().numpy())
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(grads[0], grads[1], **tol)
+    if torch is not None:
+        tx = torch.tensor(a.astype(np.float64), requires_grad=True)
+        td = tuple(range(2)) if dim is None else dim
+        ty = {"var": lambda t: torch.var(t, td, keepdim=keepdim),
+              "std": lambda t: torch.std(t, td, keepdim=keepdim),
+              "norm2": lambda t: torch.linalg.vector_norm(t, 2, td, keepdim=keepdim),
+              "norm1": lambda t: torch.linalg.vector_norm(t, 1, td, keepdim=keepdim),
+              "prod": lambda t: torch.prod(t / 2) if dim is None else
+              torch.prod(t / 2, dim, keepdim=keepdim)}[op](tx)
+        tw = torch.linspace(-1, 2, ty.numel(), dtype=torch.float64).reshape(ty.shape)
+        (tg,) = torch.autograd.grad((ty * tw).sum(), tx)
+        np.testing.assert_allclose(grads[0], tg.numpy(),
+                                   **dict(tol, atol=1e-5 if dtype == np.float32 else 1e-12))

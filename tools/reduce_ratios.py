@@ -69,7 +69,8 @@ def case(name, ax, mode, shape, dtype, threads, timer=med):
         if mode == "fwd":
             out[peer] = timer(lambda: f(mod, x, d))
         else:
-            w = mod.tensor(np.linspace(-1, 1, a.size).reshape(shape).astype(dtype))
+            oshape = tuple(f(mod, x, d).shape)   # the output's: reductions shrink it
+            w = mod.tensor(np.linspace(-1, 1, int(np.prod(oshape))).reshape(oshape).astype(dtype))
 
             def fb():
                 x.grad = None

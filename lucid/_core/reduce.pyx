@@ -33,12 +33,18 @@ cdef extern from "lucid_vforce.h" nogil:
         LR_LSE
         LR_SOFTMAX
         LR_LOGSOFTMAX
+        LR_SUMSQ
+        LR_ASUM
+        LR_PROD
+        LR_CUMSUM
+        LR_CUMPROD
     ctypedef struct lucid_red_plan:
         int op, dbl
         const void *x
         void *y
         cnp.npy_int64 *idx
         Py_ssize_t outer, red, inner
+        const void *center
         int phase, nphases
         Py_ssize_t npieces
     int lucid_red_setup(lucid_red_plan *p)
@@ -86,9 +92,13 @@ cdef int _run_plan_nogil(lucid_red_plan *p, int nt) noexcept nogil:
     return 0
 
 
-cdef object _kernel_reduce(int op, cnp.ndarray a, tuple axes, bint keepdim, bint want_idx):
+cdef object _kernel_reduce(int op, cnp.ndarray a, tuple axes, bint keepdim, bint want_idx,
+                           cnp.ndarray center=None):
     """(values, indices or None) from lucid's kernels, or None where they do not apply.
-    ``axes``: sorted axes (None: all). (log_)softmax gets one axis and returns a's shape."""
+    ``axes``: sorted axes (None: all). (log_)softmax, cumsum and cumprod get one axis and
+    return a's shape.
+    ``center``: LR_SUMSQ's value per result (a C-contiguous array of a's dtype with the
+    result's size, e.g. the mean), or None for 0."""
     cdef int num = cnp.PyArray_TYPE(a)
     cdef int nd = cnp.PyArray_NDIM(a)
     cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
@@ -114,7 +124,7 @@ cdef object _kernel_reduce(int op, cnp.ndarray a, tuple axes, bint keepdim, bint
             R *= shape[k]
         else:
             I *= shape[k]
-    if op == LR_SOFTMAX or op == LR_LOGSOFTMAX:
+    if op == LR_SOFTMAX or op == LR_LOGSOFTMAX or op == LR_CUMSUM or op == LR_CUMPROD:
         out_shape = shape
     elif keepdim:
         out_shape = shape[:lo] + (1,) * (hi - lo) + shape[hi:]
@@ -126,6 +136,13 @@ cdef object _kernel_reduce(int op, cnp.ndarray a, tuple axes, bint keepdim, bint
     p.x, p.y = cnp.PyArray_DATA(a), cnp.PyArray_DATA(out)
     p.idx = <cnp.npy_int64 *>cnp.PyArray_DATA(idx) if want_idx else NULL
     p.outer, p.red, p.inner = O, R, I
+    p.center = NULL
+    if center is not None:
+        if cnp.PyArray_TYPE(center) != num or cnp.PyArray_SIZE(center) != O * I \
+                or not cnp.PyArray_IS_C_CONTIGUOUS(center) or not cnp.PyArray_ISALIGNED(center):
+            raise ValueError("reduction kernel: center must be a contiguous array of the "
+                             "input's dtype with one value per result")
+        p.center = cnp.PyArray_DATA(center)
     cdef int nt = _threads_for(n)
     if n < _NOGIL_MIN:
         rc = _run_plan_nogil(&p, 1)
@@ -411,6 +428,14 @@ cdef class ProdBackward(ReduceBackward):
         x = self._x()
         if x.size == 0:
             return (np.zeros(self._in_shape, dtype=g.dtype),)
+        if _fused_float(self._in_dtype):
+            # Every product normal and finite, so no element is 0 or inf: g prod / x,
+            # two passes over x (the product from lucid's kernel), as PyTorch.
+            yk = _kernel_reduce(LR_PROD, x, self._axes, True, False)
+            yk = np.multiply.reduce(x, axis=self._axes, keepdims=True) if yk is None else yk[0]
+            if np.all(np.abs(yk) >= np.finfo(x.dtype).tiny) and np.all(np.abs(yk) < np.inf):
+                f = _as_ndarray(np.multiply(self._k(_store(g, self._in_dtype)), yk))
+                return (_as_ndarray(np.true_divide(f, x)),)
         axis = self._axes[0] if self._axes else None
         xs = x.reshape(-1) if axis is None else x
         ax = 0 if axis is None else axis
@@ -469,8 +494,14 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None
             y = _out_mx(mlx().prod(_mxa(x, _acc(out_dt)), axis=_ax(axes), keepdims=keepdim),
                         out_dt)
     else:
-        r = np.multiply.reduce(_compute_arr(x), axis=axes, keepdims=keepdim,
-                               dtype=np.float32 if _is_half_code(out_dt.code) else out_dt.numpy_dtype)
+        r = _kernel_reduce(LR_PROD, x._data, axes, keepdim, False) \
+            if out_dt.typenum == cnp.PyArray_TYPE(x._data) else None
+        if r is not None:
+            r = r[0]
+        else:
+            r = np.multiply.reduce(_compute_arr(x), axis=axes, keepdims=keepdim,
+                                   dtype=np.float32 if _is_half_code(out_dt.code)
+                                   else out_dt.numpy_dtype)
         y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_prod, y, (x,), (axes, keepdim))
@@ -689,6 +720,14 @@ cdef class VarBackward(ReduceBackward):
     schema_v1 = _S_var
     cdef double _denom
 
+    cdef tuple _eager(self, cnp.ndarray g):
+        if not _fused_float(self._in_dtype):
+            return Node._eager(self, g)
+        g = _store(g, self._in_dtype)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            f = _as_ndarray(g * g.dtype.type(2.0 / self._denom if self._denom else np.inf))
+        return (_scaled_deviations(self._x(), self._axes, self._k(f)),)
+
     def grad_formula_impl(self, g, x, y):
         dev = x - mean(x, self._axes, True)
         return self._k(g) * dev * (2.0 / self._denom if self._denom else float("inf"))
@@ -699,6 +738,15 @@ cdef class StdBackward(ReduceBackward):
     schema_v1 = _S_std
     cdef double _denom
 
+    cdef tuple _eager(self, cnp.ndarray g):
+        if not _fused_float(self._in_dtype):
+            return Node._eager(self, g)
+        g = _store(g, self._in_dtype)
+        y = self._y()
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            f = _as_ndarray(np.where(y == 0, 0, g / (y * y.dtype.type(self._denom))))
+        return (_scaled_deviations(self._x(), self._axes, self._k(f)),)
+
     def grad_formula_impl(self, g, x, y):
         dev = x - mean(x, self._axes, True)
         yk = self._k(y)
@@ -706,8 +754,37 @@ cdef class StdBackward(ReduceBackward):
         return ops.where(yk == 0, 0.0, self._k(g) * dev / (safe * self._denom))
 
 
+cdef inline bint _fused_float(DType dt):
+    """Whether an eager backward below runs its fused NumPy form (float32 / float64
+    inputs; half inputs run the graph-mode formula)."""
+    return dt.code == DT_FLOAT32 or dt.code == DT_FLOAT64
+
+
+cdef cnp.ndarray _scaled_deviations(cnp.ndarray x, tuple axes, cnp.ndarray f):
+    """(x - mean(x over axes)) * f, f broadcast over the reduced axes: the gradients
+    of var and std in two passes over x (the mean from lucid's sum kernel)."""
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(x)
+    m = _sum_array(x, axes, True, _dtype_of_array(x))
+    count = n // builtins.max(cnp.PyArray_SIZE(m), 1) if n else 0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        m = np.true_divide(m, x.dtype.type(count))
+        d = _as_ndarray(np.subtract(x, m))
+        np.multiply(d, f, out=d)
+    return d
+
+
 cdef object _var_arr(object a, tuple axes, bint keepdim, double denom, bint is_std):
-    """Two passes (the mean, then the squared deviations) in ``a``'s dtype."""
+    """Two passes (the mean, then the squared deviations) in ``a``'s dtype: lucid's
+    kernels (pairwise, in an order fixed by the shape) where they apply, else NumPy."""
+    cdef Py_ssize_t count
+    s = _kernel_reduce(LR_SUM, a, axes, keepdim, False)
+    if s is not None:
+        count = cnp.PyArray_SIZE(a) // builtins.max(cnp.PyArray_SIZE(<cnp.ndarray>s[0]), 1)
+        m = _as_ndarray(np.true_divide(s[0], a.dtype.type(count)))
+        q = _kernel_reduce(LR_SUMSQ, a, axes, keepdim, False, m)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = _as_ndarray(np.true_divide(q[0], a.dtype.type(denom)))
+            return _as_ndarray(np.sqrt(v)) if is_std else v
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         m = np.mean(a, axis=axes, keepdims=True)
         v = np.sum((a - m) ** 2, axis=axes, keepdims=keepdim) / a.dtype.type(denom)
@@ -837,6 +914,20 @@ cdef class NormBackward(ReduceBackward):
     schema_v1 = _S_norm
     cdef double _p
 
+    cdef tuple _eager(self, cnp.ndarray g):
+        """p = 2: x * (g / norm), 0 where the norm is 0 (one pass over x); p = 1:
+        g sign(x). Other p: the graph-mode formula."""
+        if (self._p != 2 and self._p != 1) or not _fused_float(self._in_dtype):
+            return Node._eager(self, g)
+        g = _store(g, self._in_dtype)
+        x = self._x()
+        if self._p == 1:
+            return (_as_ndarray(np.multiply(np.sign(x), self._k(g))),)
+        y = self._y()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = _as_ndarray(np.where(y == 0, 0, g / y).astype(x.dtype, copy=False))
+        return (_as_ndarray(np.multiply(x, self._k(f))),)
+
     def grad_formula_impl(self, g, x, y):
         yk = self._k(y)
         gk = self._k(g)
@@ -883,6 +974,33 @@ cdef object _norm_mx(Tensor x, double pv, tuple axes, bint keepdim):
                    m.array(1.0 / pv, dtype=cdt))
 
 
+cdef object _norm_kernel(cnp.ndarray a, double pv, tuple axes, bint keepdim):
+    """The 1-, 2- and inf-norms from lucid's kernels, or None where they do not apply
+    (then the NumPy formulas below). The 2-norm sums unscaled squares; where that may
+    have overflowed or lost accuracy to underflow (a result not finite, or so small
+    that the squares reached the subnormal range) it returns None, and the scaled
+    formula recomputes."""
+    if pv == 1:
+        r = _kernel_reduce(LR_ASUM, a, axes, keepdim, False)
+        return None if r is None else r[0]
+    if pv == np.inf:
+        if cnp.PyArray_SIZE(a) == 0 or not cnp.PyArray_IS_C_CONTIGUOUS(a):
+            return None
+        r = _kernel_reduce(LR_MAX, _as_ndarray(np.abs(a)), axes, keepdim, False)
+        return None if r is None else r[0]
+    if pv != 2:
+        return None
+    r = _kernel_reduce(LR_SUMSQ, a, axes, keepdim, False)
+    if r is None:
+        return None
+    v = _as_ndarray(np.sqrt(r[0]))
+    if not np.all(v >= (1e-15 if cnp.PyArray_TYPE(a) == cnp.NPY_FLOAT else 1e-145)) or \
+            not np.all(v < np.inf):
+        if not (np.all(v == 0) and not np.any(a)):      # all-zero input: 0 is exact
+            return None
+    return v
+
+
 def norm(input, p="fro", dim=None, keepdim=False, *, axis=None, keepdims=None):
     """Vector p-norm over ``dim`` (all elements by default); "fro" is p = 2."""
     dim = _np_alias("norm", "dim", dim, None, "axis", axis)
@@ -902,25 +1020,27 @@ def norm(input, p="fro", dim=None, keepdim=False, *, axis=None, keepdims=None):
         if _recording(x):
             (<NormBackward>record(_S_norm, y, (x,), (axes, keepdim)))._p = pv
         return y
-    a = _as_ndarray(np.abs(_compute_arr(x)))
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if pv == np.inf:
-            r = np.max(a, axis=axes, keepdims=keepdim, initial=0)
-        elif pv == -np.inf:
-            r = np.min(a, axis=axes, keepdims=keepdim)
-        elif pv == 0:
-            r = np.sum(a != 0, axis=axes, keepdims=keepdim).astype(a.dtype)
-        elif pv == 1:
-            r = np.sum(a, axis=axes, keepdims=keepdim)
-        elif pv == 2:
-            scale = np.max(a, axis=axes, keepdims=True, initial=0)   # no overflow in x*x
-            safe = np.where(scale == 0, 1, scale)
-            r = np.sqrt(np.sum((a / safe) ** 2, axis=axes, keepdims=True)) * safe
-            r = np.where(scale == np.inf, scale, r)     # inf / inf would give nan; torch: inf
-            if not keepdim:
-                r = r.reshape(tuple(s for i, s in enumerate(_shp(a)) if not (axes is None or i in axes)))
-        else:
-            r = np.sum(a ** pv, axis=axes, keepdims=keepdim) ** (1.0 / pv)
+    r = _norm_kernel(_compute_arr(x), pv, axes, keepdim)
+    if r is None:
+        a = _as_ndarray(np.abs(_compute_arr(x)))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if pv == np.inf:
+                r = np.max(a, axis=axes, keepdims=keepdim, initial=0)
+            elif pv == -np.inf:
+                r = np.min(a, axis=axes, keepdims=keepdim)
+            elif pv == 0:
+                r = np.sum(a != 0, axis=axes, keepdims=keepdim).astype(a.dtype)
+            elif pv == 1:
+                r = np.sum(a, axis=axes, keepdims=keepdim)
+            elif pv == 2:
+                scale = np.max(a, axis=axes, keepdims=True, initial=0)   # no overflow in x*x
+                safe = np.where(scale == 0, 1, scale)
+                r = np.sqrt(np.sum((a / safe) ** 2, axis=axes, keepdims=True)) * safe
+                r = np.where(scale == np.inf, scale, r)     # inf / inf would give nan; torch: inf
+                if not keepdim:
+                    r = r.reshape(tuple(s for i, s in enumerate(_shp(a)) if not (axes is None or i in axes)))
+            else:
+                r = np.sum(a ** pv, axis=axes, keepdims=keepdim) ** (1.0 / pv)
     y = _wrap(_store(r, x._dtype), x._dtype)
     if _recording(x):
         (<NormBackward>record(_S_norm, y, (x,), (axes, keepdim)))._p = pv
@@ -949,6 +1069,15 @@ cdef object _cum_acc(DType dt):
     return np.float32 if _is_half_code(dt.code) else dt.numpy_dtype
 
 
+cdef object _cum_kernel(int op, Tensor x, int d, DType out_dt):
+    """cumsum / cumprod of a float32 or float64 x along d into out_dt = x's dtype, from
+    lucid's kernels (accumulated in double, as _cum_acc), or None."""
+    if out_dt is not x._dtype:
+        return None
+    r = _kernel_reduce(op, x._data, (d,), True, False)
+    return None if r is None else r[0]
+
+
 def cumsum(input, dim=None, *, dtype=None, axis=None):
     """Cumulative sum along ``dim``."""
     dim = _np_alias("cumsum", "dim", dim, None, "axis", axis)
@@ -963,8 +1092,10 @@ def cumsum(input, dim=None, *, dtype=None, axis=None):
         a = _mxa(x, _acc(out_dt))
         y = _out_mx(mlx().cumsum(a, axis=d) if cnp.PyArray_NDIM(x._data) else a, out_dt)
     else:
-        a = _compute_arr(x)
-        r = np.cumsum(a, axis=d if a.ndim else None, dtype=_cum_acc(out_dt)).reshape(_shp(a))
+        r = _cum_kernel(LR_CUMSUM, x, d, out_dt)
+        if r is None:
+            a = _compute_arr(x)
+            r = np.cumsum(a, axis=d if a.ndim else None, dtype=_cum_acc(out_dt)).reshape(_shp(a))
         y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_cumsum, y, (x,), ((d,), True))
@@ -1044,8 +1175,10 @@ def cumprod(input, dim=None, *, dtype=None, axis=None):
         a = _mxa(x, _acc(out_dt))
         y = _out_mx(mlx().cumprod(a, axis=d) if cnp.PyArray_NDIM(x._data) else a, out_dt)
     else:
-        a = _compute_arr(x)
-        r = np.cumprod(a, axis=d if a.ndim else None, dtype=_cum_acc(out_dt)).reshape(_shp(a))
+        r = _cum_kernel(LR_CUMPROD, x, d, out_dt)
+        if r is None:
+            a = _compute_arr(x)
+            r = np.cumprod(a, axis=d if a.ndim else None, dtype=_cum_acc(out_dt)).reshape(_shp(a))
         y = _wrap(_store(r, out_dt), out_dt)
     if _recording(x) and out_dt.is_floating_point:
         record(_S_cumprod, y, (x,), ((d,), True))

@@ -88,14 +88,19 @@ double lucid_sum(const double *x, ptrdiff_t n);
  * may run on any threads, and lucid_red_step combines them. Pieces and the order
  * of every sum depend on (op, O, R, I) only, never on the thread count. */
 #include <stdint.h>
-enum { LR_SUM = 0, LR_MAX = 1, LR_MIN = 2, LR_LSE = 3, LR_SOFTMAX = 4, LR_LOGSOFTMAX = 5 };
+enum { LR_SUM = 0, LR_MAX = 1, LR_MIN = 2, LR_LSE = 3, LR_SOFTMAX = 4, LR_LOGSOFTMAX = 5,
+       LR_SUMSQ = 6,        /* sum((x - center)^2), center per result (NULL: 0) */
+       LR_ASUM = 7,         /* sum(|x|) */
+       LR_PROD = 8,         /* the product, in double */
+       LR_CUMSUM = 9, LR_CUMPROD = 10 };   /* along R, in double; y is O*R*I */
 typedef struct {
     int op;                 /* LR_* */
     int dbl;                /* 1: double, 0: float */
     const void *x;
-    void *y;                /* O*I results, or O*R*I for (log_)softmax */
+    void *y;                /* O*I results, or O*R*I for (log_)softmax, cumsum, cumprod */
     int64_t *idx;           /* LR_MAX / LR_MIN: O*I indices along R, or NULL */
     ptrdiff_t outer, red, inner;   /* O, R, I */
+    const void *center;     /* LR_SUMSQ: O*I values of x's type, or NULL */
     /* set by lucid_red_setup */
     int kind, phase, nphases;
     ptrdiff_t npieces, per, nblocks;

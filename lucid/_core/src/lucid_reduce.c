@@ -1,7 +1,8 @@
 /*
  * lucid_reduce.c -- the reduction kernels behind lucid_vforce.h: pairwise sums, fills,
- * and the reduction plans (sum, max/min with their indices, logsumexp, softmax,
- * log_softmax over rows, columns or everything; see lucid_reduce_tpl.h).
+ * and the reduction plans (sum, sums of squares and of absolute values, prod,
+ * max/min with their indices, logsumexp, softmax, log_softmax over rows, columns or
+ * everything; see lucid_reduce_tpl.h).
  */
 #include <math.h>
 #include <stddef.h>
@@ -27,43 +28,53 @@ LV_SIMD_PAIR(exp)
  * past the end of a short leaf add +0, which changes nothing (a lane is never -0). */
 #define LV_SUM_LEAF 256
 #define LV_SUM_LANES 64
-#define LV_SUM(fname, TYPE, ITYPE)                                              \
+/* What a sum adds, element-wise on the generic vectors (VT values, MT lane masks),
+ * with one scalar c per sum: the elements themselves; their squared deviations from
+ * c (var and std with c the mean, the 2-norm with c = 0); their absolute values
+ * (the 1-norm). Lanes past the end are masked to +0 after the transform. */
+#define LV_XF_ID(v, c, VT, MT) (v)
+#define LV_XF_SQ(v, c, VT, MT) (((v) - (c)) * ((v) - (c)))
+#define LV_XF_ABS(v, c, VT, MT) ((VT)((MT)(v) & ~(MT)(-(VT){0})))
+#define LV_SUM(fname, TYPE, ITYPE, XF)                                          \
     typedef TYPE fname##_v __attribute__((vector_size(16 * sizeof(TYPE))));     \
     typedef ITYPE fname##_m __attribute__((vector_size(16 * sizeof(TYPE))));    \
     static inline __attribute__((always_inline)) fname##_v                      \
-    fname##_load(const TYPE *x)                                                 \
+    fname##_load(const TYPE *x, TYPE c)                                         \
     {                                                                           \
         fname##_v v;                                                            \
         memcpy(&v, x, sizeof v);                                                \
-        return v;                                                               \
+        (void)c;                                                                \
+        return XF(v, c, fname##_v, fname##_m);                                  \
     }                                                                           \
     /* The leaf sum of x[0:n], n <= LV_SUM_LEAF. mask: NULL, or lanes l < n % 16    \
      * all ones and the rest zero, when x[n:n + 16] may be read (the tail is then   \
      * one load and an and, instead of a copy through the stack). */              \
     static inline __attribute__((always_inline)) double                         \
-    fname##_leaf_body(const TYPE *x, ptrdiff_t n, const fname##_m *mask)        \
+    fname##_leaf_body(const TYPE *x, ptrdiff_t n, const fname##_m *mask, TYPE c) \
     {                                                                           \
         fname##_v a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, z = {0};              \
         ptrdiff_t i = 0;                                                        \
         for (; i + LV_SUM_LANES <= n; i += LV_SUM_LANES) {                      \
-            a0 += fname##_load(x + i);                                          \
-            a1 += fname##_load(x + i + 16);                                     \
-            a2 += fname##_load(x + i + 32);                                     \
-            a3 += fname##_load(x + i + 48);                                     \
+            a0 += fname##_load(x + i, c);                                       \
+            a1 += fname##_load(x + i + 16, c);                                  \
+            a2 += fname##_load(x + i + 32, c);                                  \
+            a3 += fname##_load(x + i + 48, c);                                  \
         }                                                                       \
         if (i < n) {                                                            \
             int q = (int)(n - i) / 16, r = (int)(n - i) % 16;                   \
             fname##_v part;                                                     \
             if (mask) {                                                         \
-                part = (fname##_v)((fname##_m)fname##_load(x + i + 16 * q) & *mask); \
+                part = (fname##_v)((fname##_m)fname##_load(x + i + 16 * q, c) & *mask); \
             } else {                                                            \
                 TYPE t[16] = {0};                                               \
+                fname##_m mk;                                                   \
+                for (int l = 0; l < 16; l++) mk[l] = l < r ? -1 : 0;            \
                 for (int l = 0; l < r; l++) t[l] = x[i + 16 * q + l];           \
-                part = fname##_load(t);                                         \
+                part = (fname##_v)((fname##_m)fname##_load(t, c) & mk);         \
             }                                                                   \
-            a0 += q > 0 ? fname##_load(x + i) : part;                           \
-            a1 += q > 1 ? fname##_load(x + i + 16) : q == 1 ? part : z;         \
-            a2 += q == 2 ? part : q > 2 ? fname##_load(x + i + 32) : z;         \
+            a0 += q > 0 ? fname##_load(x + i, c) : part;                        \
+            a1 += q > 1 ? fname##_load(x + i + 16, c) : q == 1 ? part : z;      \
+            a2 += q == 2 ? part : q > 2 ? fname##_load(x + i + 32, c) : z;      \
             a3 += q == 3 ? part : z;                                            \
         }                                                                       \
         fname##_v s = (a0 + a2) + (a1 + a3);                                    \
@@ -75,24 +86,27 @@ LV_SIMD_PAIR(exp)
                                               2, 3, 2, 3, 2, 3, 2, 3});         \
         return (double)(s[0] + s[1]);                                           \
     }                                                                           \
-    LV_CLONES static double fname##_leaf(const TYPE *x, ptrdiff_t n)            \
+    LV_CLONES static double fname##_leaf(const TYPE *x, ptrdiff_t n, TYPE c)    \
     {                                                                           \
-        return fname##_leaf_body(x, n, NULL);                                      \
+        return fname##_leaf_body(x, n, NULL, c);                                \
     }                                                                           \
-    double fname(const TYPE *x, ptrdiff_t n)                                    \
+    static double fname##_t(const TYPE *x, ptrdiff_t n, TYPE c)                 \
     {                                                                           \
-        if (n <= LV_SUM_LEAF) return fname##_leaf(x, n);                        \
+        if (n <= LV_SUM_LEAF) return fname##_leaf(x, n, c);                     \
         ptrdiff_t h = (n / 2 / LV_SUM_LEAF) * LV_SUM_LEAF;                      \
         if (h == 0) h = n / 2;                                                  \
-        return fname(x, h) + fname(x + h, n - h);                               \
+        return fname##_t(x, h, c) + fname##_t(x + h, n - h, c);                 \
     }                                                                           \
     /* y[r] = fname(row r) for the rows r0 <= r < r1 of x (rows of n, nrows in  \
-     * all); short rows are summed inline, without a call per row. */           \
+     * all), row r with the scalar c[r] (c == NULL: 0); short rows are summed   \
+     * inline, without a call per row. */                                       \
     LV_CLONES static void fname##_rows(const TYPE *x, TYPE *y, ptrdiff_t r0,    \
-                                       ptrdiff_t r1, ptrdiff_t n, ptrdiff_t nrows) \
+                                       ptrdiff_t r1, ptrdiff_t n, ptrdiff_t nrows, \
+                                       const TYPE *c)                           \
     {                                                                           \
         if (n > LV_SUM_LEAF) {                                                  \
-            for (ptrdiff_t r = r0; r < r1; r++) y[r] = (TYPE)fname(x + r * n, n); \
+            for (ptrdiff_t r = r0; r < r1; r++)                                 \
+                y[r] = (TYPE)fname##_t(x + r * n, n, c ? c[r] : 0);             \
             return;                                                             \
         }                                                                       \
         fname##_m mask;                                                         \
@@ -101,11 +115,19 @@ LV_SIMD_PAIR(exp)
         ptrdiff_t safe_end = nrows - (n > 0 ? (16 + n - 1) / n : nrows);        \
         ptrdiff_t r = r0;                                                       \
         for (; r < r1 && r < safe_end; r++)                                     \
-            y[r] = (TYPE)fname##_leaf_body(x + r * n, n, &mask);                \
-        for (; r < r1; r++) y[r] = (TYPE)fname##_leaf_body(x + r * n, n, NULL); \
+            y[r] = (TYPE)fname##_leaf_body(x + r * n, n, &mask, c ? c[r] : 0);  \
+        for (; r < r1; r++)                                                     \
+            y[r] = (TYPE)fname##_leaf_body(x + r * n, n, NULL, c ? c[r] : 0);   \
     }
-LV_SUM(lucid_sumf, float, int32_t)
-LV_SUM(lucid_sum, double, int64_t)
+LV_SUM(lucid_sumf, float, int32_t, LV_XF_ID)
+LV_SUM(lucid_sum, double, int64_t, LV_XF_ID)
+LV_SUM(lr_sumsqf, float, int32_t, LV_XF_SQ)
+LV_SUM(lr_sumsq, double, int64_t, LV_XF_SQ)
+LV_SUM(lr_asumf, float, int32_t, LV_XF_ABS)
+LV_SUM(lr_asum, double, int64_t, LV_XF_ABS)
+
+double lucid_sumf(const float *x, ptrdiff_t n) { return lucid_sumf_t(x, n, 0); }
+double lucid_sum(const double *x, ptrdiff_t n) { return lucid_sum_t(x, n, 0); }
 
 /* Last to first, for the reason LV_MAP1 is (a fresh output's huge pages are
  * zeroed faster when first touched at their end). */
@@ -135,28 +157,47 @@ static double lr_pairwise(const double *a, ptrdiff_t n)
     return lr_pairwise(a, h) + lr_pairwise(a + h, n - h);
 }
 
+/* The blocks' partial products, in block order. */
+static double lr_product(const double *a, ptrdiff_t n)
+{
+    double r = 1;
+    for (ptrdiff_t i = 0; i < n; i++) r *= a[i];
+    return r;
+}
+
+/* The sum of 16 lanes, folded pairwise (lane l += lane l + h for h = 8, 4, 2, 1). */
+#define LR_FOLD16(s)                                                     \
+    do {                                                                 \
+        for (int h_ = 8; h_ >= 1; h_ /= 2)                               \
+            for (int l_ = 0; l_ < h_; l_++) (s)[l_] += (s)[l_ + h_];      \
+    } while (0)
+
 #define T float
 #define LR(name) lr_##name##f
-#define LR_SUMN lucid_sumf
-#define LR_SUMROWS lucid_sumf_rows
+#define LR_SUM_ID(f) lucid_sumf_##f
+#define LR_SUM_SQ(f) lr_sumsqf_##f
+#define LR_SUM_ABS(f) lr_asumf_##f
 #define EXPT expf
 #include "lucid_reduce_tpl.h"
 #undef T
 #undef LR
-#undef LR_SUMN
-#undef LR_SUMROWS
+#undef LR_SUM_ID
+#undef LR_SUM_SQ
+#undef LR_SUM_ABS
 #undef EXPT
 
 #define T double
 #define LR(name) lr_##name
-#define LR_SUMN lucid_sum
-#define LR_SUMROWS lucid_sum_rows
+#define LR_SUM_ID(f) lucid_sum_##f
+#define LR_SUM_SQ(f) lr_sumsq_##f
+#define LR_SUM_ABS(f) lr_asum_##f
 #define EXPT exp
 #include "lucid_reduce_tpl.h"
 #undef T
 #undef LR
-#undef LR_SUMN
-#undef LR_SUMROWS
+#undef LR_SUM_ID
+#undef LR_SUM_SQ
+#undef LR_SUM_ABS
 #undef EXPT
 
 int lucid_red_setup(lucid_red_plan *p)
@@ -170,7 +211,7 @@ int lucid_red_setup(lucid_red_plan *p)
     if (p->inner > 1) {
         p->kind = LR_KIND_COLS;
         p->npieces = p->outer * ((p->inner + LR_COL_W - 1) / LR_COL_W);
-    } else if (p->outer > 1 || p->red <= LR_BLOCK) {
+    } else if (p->outer > 1 || p->red <= LR_BLOCK || p->op == LR_CUMSUM || p->op == LR_CUMPROD) {
         p->kind = LR_KIND_ROWS;
         p->per = p->red >= LR_ROWS_PIECE ? 1 : LR_ROWS_PIECE / (p->red > 0 ? p->red : 1);
         p->npieces = (p->outer + p->per - 1) / p->per;

@@ -3,8 +3,8 @@
  * lucid_reduce.c once per type with
  *   T        the element type (float, double)
  *   LR(name) the name with the type's suffix
- *   LR_SUMN  the pairwise sum of contiguous data (lucid_sumf / lucid_sum)
- *   LR_SUMROWS  LR_SUMN of each of a range of rows (lucid_sumf_rows / lucid_sum_rows)
+ *   LR_SUM_ID(f), LR_SUM_SQ(f), LR_SUM_ABS(f)  the pairwise sums of lucid_reduce.c's
+ *            LV_SUM (of x, of (x - c)^2, of |x|): f = t for one run, rows for rows
  *   EXPT     exp of T (expf / exp: libmvec in `omp simd` loops)
  *
  * Every sum has a fixed order given the shape: rows are summed pairwise (leaves of
@@ -67,59 +67,92 @@ LV_CLONES static T LR(minrun)(const T *x, ptrdiff_t n, ptrdiff_t *at) { LR_EXT_B
 static T LR(shift)(T m) { return isfinite(m) ? m : (T)0; }
 static T LR(shift_op)(T m, int op) { return op == LR_LSE ? LR(shift)(m) : m; }
 
-/* sum(exp(x - m)) in blocks of 256 (vector sums in T, blocks added in double). */
-LV_CLONES static double LR(sumexp)(const T *x, ptrdiff_t n, T m)
-{
-    double acc = 0;
-    for (ptrdiff_t b = 0; b < n; b += 256) {
-        ptrdiff_t e = n - b < 256 ? n - b : 256;
-        const T *xb = x + b;
-        T s = 0;
-        _Pragma("omp simd reduction(+:s)")
-        for (ptrdiff_t i = 0; i < e; i++) s += EXPT(xb[i] - m);
-        acc += s;
-    }
+/* exp(x - m) over x[0:n], summed, and STORE(k) per element (d = x - m, v = exp(d)):
+ * 16 lanes in T, each block of 256 folded pairwise and added in double. Every exp
+ * goes through the vector body (the last partial vector is padded with m), so the
+ * sum's order and each value depend on n only, not on the clone that runs. */
+#define LR_EXPSUM_BODY(STORE)                                                    \
+    double acc = 0;                                                              \
+    ptrdiff_t nfull = n - n % 16;                                                \
+    for (ptrdiff_t b = 0; b < nfull; b += 256) {                                 \
+        ptrdiff_t e = nfull - b < 256 ? b + (nfull - b) : b + 256;               \
+        T s[16] = {0};                                                           \
+        for (ptrdiff_t i = b; i < e; i += 16) {                                  \
+            _Pragma("omp simd")                                                  \
+            for (int l = 0; l < 16; l++) {                                       \
+                T d = x[i + l] - m, v = EXPT(d);                                 \
+                STORE(i + l);                                                    \
+                s[l] += v;                                                       \
+            }                                                                    \
+        }                                                                        \
+        LR_FOLD16(s);                                                            \
+        acc += s[0];                                                             \
+    }                                                                            \
+    if (nfull < n) {                                                             \
+        int rest = (int)(n - nfull);                                             \
+        T xb[16], eb[16], s[16] = {0};                                           \
+        for (int l = 0; l < 16; l++) xb[l] = l < rest ? x[nfull + l] : m;        \
+        _Pragma("omp simd")                                                      \
+        for (int l = 0; l < 16; l++) eb[l] = EXPT(xb[l] - m);                    \
+        for (int l = 0; l < rest; l++) {                                         \
+            T d = xb[l] - m, v = eb[l];                                          \
+            (void)d;                                                             \
+            STORE(nfull + l);                                                    \
+            s[l] += v;                                                           \
+        }                                                                        \
+        LR_FOLD16(s);                                                            \
+        acc += s[0];                                                             \
+    }                                                                            \
     return acc;
-}
+
+#define LR_STORE_NONE(k) (void)d
+#define LR_STORE_EXP(k) y[k] = v
+#define LR_STORE_SHIFT(k) y[k] = d
+
+/* sum(exp(x - m)). */
+LV_CLONES static double LR(sumexp)(const T *x, ptrdiff_t n, T m) { LR_EXPSUM_BODY(LR_STORE_NONE) }
 
 /* y = exp(x - m); returns sum(y), summed as sumexp does. */
 LV_CLONES static double LR(expwrite)(const T *x, T *y, ptrdiff_t n, T m)
 {
-    double acc = 0;
-    for (ptrdiff_t b = 0; b < n; b += 256) {
-        ptrdiff_t e = n - b < 256 ? n - b : 256;
-        const T *xb = x + b;
-        T *yb = y + b;
-        T s = 0;
-        _Pragma("omp simd reduction(+:s)")
-        for (ptrdiff_t i = 0; i < e; i++) {
-            T v = EXPT(xb[i] - m);
-            yb[i] = v;
-            s += v;
-        }
-        acc += s;
-    }
-    return acc;
+    LR_EXPSUM_BODY(LR_STORE_EXP)
 }
 
 /* y = x - m; returns sum(exp(y)), summed as sumexp does. */
 LV_CLONES static double LR(shiftwrite)(const T *x, T *y, ptrdiff_t n, T m)
 {
-    double acc = 0;
-    for (ptrdiff_t b = 0; b < n; b += 256) {
-        ptrdiff_t e = n - b < 256 ? n - b : 256;
-        const T *xb = x + b;
-        T *yb = y + b;
-        T s = 0;
-        _Pragma("omp simd reduction(+:s)")
-        for (ptrdiff_t i = 0; i < e; i++) {
-            T v = xb[i] - m;
-            yb[i] = v;
-            s += EXPT(v);
-        }
-        acc += s;
+    LR_EXPSUM_BODY(LR_STORE_SHIFT)
+}
+
+/* The product of x[0:n] in double: 16 lanes, folded pairwise. */
+LV_CLONES static double LR(prodrun)(const T *x, ptrdiff_t n)
+{
+    double acc[16];
+    for (int l = 0; l < 16; l++) acc[l] = 1;
+    ptrdiff_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _Pragma("omp simd")
+        for (int l = 0; l < 16; l++) acc[l] *= (double)x[i + l];
     }
-    return acc;
+    for (int l = 0; i + l < n; l++) acc[l] *= (double)x[i + l];
+    for (int h = 8; h >= 1; h /= 2)
+        for (int l = 0; l < h; l++) acc[l] *= acc[l + h];
+    return acc[0];
+}
+
+/* The transformed pairwise sums (LR_SUM, LR_SUMSQ, LR_ASUM) of one run / of rows. */
+static double LR(tsum)(int op, const T *x, ptrdiff_t n, T c)
+{
+    return op == LR_SUMSQ ? LR_SUM_SQ(t)(x, n, c) : op == LR_ASUM ? LR_SUM_ABS(t)(x, n, c)
+                                                                : LR_SUM_ID(t)(x, n, c);
+}
+
+static void LR(tsumrows)(int op, const T *x, T *y, ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t n,
+                         ptrdiff_t nrows, const T *c)
+{
+    if (op == LR_SUMSQ) LR_SUM_SQ(rows)(x, y, r0, r1, n, nrows, c);
+    else if (op == LR_ASUM) LR_SUM_ABS(rows)(x, y, r0, r1, n, nrows, NULL);
+    else LR_SUM_ID(rows)(x, y, r0, r1, n, nrows, NULL);
 }
 
 LV_CLONES static void LR(scale)(T *y, ptrdiff_t n, T a)
@@ -144,8 +177,23 @@ static void LR(row)(const lucid_red_plan *p, ptrdiff_t r)
     ptrdiff_t at;
     switch (p->op) {
     case LR_SUM:
-        y[r] = (T)LR_SUMN(x, L);
+    case LR_SUMSQ:
+    case LR_ASUM:
+        y[r] = (T)LR(tsum)(p->op, x, L, p->center ? ((const T *)p->center)[r] : 0);
         break;
+    case LR_PROD:
+        y[r] = (T)LR(prodrun)(x, L);
+        break;
+    case LR_CUMSUM:
+    case LR_CUMPROD: {          /* in sequence, in double, as the definition reads */
+        T *yr = y + r * L;
+        double acc = p->op == LR_CUMPROD;
+        if (p->op == LR_CUMPROD)
+            for (ptrdiff_t i = 0; i < L; i++) { acc *= (double)x[i]; yr[i] = (T)acc; }
+        else
+            for (ptrdiff_t i = 0; i < L; i++) { acc += (double)x[i]; yr[i] = (T)acc; }
+        break;
+    }
     case LR_MAX:
     case LR_MIN:
         y[r] = p->op == LR_MAX ? LR(maxrun)(x, L, p->idx ? &at : NULL)
@@ -174,35 +222,78 @@ static void LR(row)(const lucid_red_plan *p, ptrdiff_t r)
 
 /* ---- columns (I > 1): w <= LR_COL_W columns at x, rows I apart ------------ */
 
-/* Column sums, pairwise over blocks of LR_COL_LEAF rows, in double. */
-LV_CLONES static void LR(colsum)(const T *x, ptrdiff_t I, ptrdiff_t R, int w, double *out)
+/* Column sums of XF(x, c[col]): blocks of LR_COL_LEAF rows summed in sequence in T
+ * (NumPy sums all rows so), the blocks combined pairwise in double (XF in T: the
+ * elements, their squared deviations from c, their absolute values). */
+#define LR_XS_ID(v, c) (v)
+#define LR_XS_SQ(v, c) (((v) - (c)) * ((v) - (c)))
+#define LR_XS_ABS(v, c) ((v) < 0 ? -(v) : (v))
+#define LR_COLSUM(name, XF)                                                      \
+LV_CLONES static void LR(name)(const T *x, ptrdiff_t I, ptrdiff_t R, int w, const T *cc, \
+                               double *out)                                      \
+{                                                                                \
+    if (R <= LR_COL_LEAF) {                                                      \
+        int c0 = 0;                                                              \
+        /* groups of 16 columns: the accumulators stay in registers */           \
+        for (; c0 + 16 <= w; c0 += 16) {                                         \
+            T acc[16] = {0};                                                     \
+            for (ptrdiff_t r = 0; r < R; r++) {                                  \
+                const T *xr = x + r * I + c0;                                    \
+                _Pragma("omp simd")                                              \
+                for (int l = 0; l < 16; l++) acc[l] += XF(xr[l], cc[c0 + l]);    \
+            }                                                                    \
+            for (int l = 0; l < 16; l++) out[c0 + l] = acc[l];                   \
+        }                                                                        \
+        if (c0 < w) {                                                            \
+            T acc[16] = {0};                                                     \
+            for (ptrdiff_t r = 0; r < R; r++) {                                  \
+                const T *xr = x + r * I + c0;                                    \
+                _Pragma("omp simd")                                              \
+                for (int c = 0; c < w - c0; c++) acc[c] += XF(xr[c], cc[c0 + c]); \
+            }                                                                    \
+            for (int c = c0; c < w; c++) out[c] = acc[c - c0];                   \
+        }                                                                        \
+        return;                                                                  \
+    }                                                                            \
+    ptrdiff_t h = (R / 2 / LR_COL_LEAF) * LR_COL_LEAF;                           \
+    if (h == 0) h = LR_COL_LEAF;                                                 \
+    double tmp[LR_COL_W];                                                        \
+    LR(name)(x, I, h, w, cc, out);                                               \
+    LR(name)(x + h * I, I, R - h, w, cc, tmp);                                   \
+    for (int c = 0; c < w; c++) out[c] += tmp[c];                                \
+}
+LR_COLSUM(colsum, LR_XS_ID)
+LR_COLSUM(colsumsq, LR_XS_SQ)
+LR_COLSUM(colasum, LR_XS_ABS)
+
+/* Cumulative sums and products down w columns, vectorised across the columns,
+ * accumulated in double. */
+LV_CLONES static void LR(cumcols)(const T *x, T *y, ptrdiff_t I, ptrdiff_t R, int w, int prod)
 {
-    if (R <= LR_COL_LEAF) {
-        int c0 = 0;
-        /* groups of 16 columns: the accumulators stay in registers */
-        for (; c0 + 16 <= w; c0 += 16) {
-            double acc[16] = {0};
-            for (ptrdiff_t r = 0; r < R; r++) {
-                const T *xr = x + r * I + c0;
-                _Pragma("omp simd")
-                for (int l = 0; l < 16; l++) acc[l] += xr[l];
-            }
-            for (int l = 0; l < 16; l++) out[c0 + l] = acc[l];
-        }
-        for (int c = c0; c < w; c++) out[c] = 0;
-        for (ptrdiff_t r = 0; r < R && c0 < w; r++) {
-            const T *xr = x + r * I;
+    double acc[LR_COL_W];
+    for (int c = 0; c < w; c++) acc[c] = prod ? 1 : 0;
+    for (ptrdiff_t r = 0; r < R; r++) {
+        const T *xr = x + r * I;
+        T *yr = y + r * I;
+        if (prod) {
             _Pragma("omp simd")
-            for (int c = c0; c < w; c++) out[c] += xr[c];
+            for (int c = 0; c < w; c++) { acc[c] *= (double)xr[c]; yr[c] = (T)acc[c]; }
+        } else {
+            _Pragma("omp simd")
+            for (int c = 0; c < w; c++) { acc[c] += (double)xr[c]; yr[c] = (T)acc[c]; }
         }
-        return;
     }
-    ptrdiff_t h = (R / 2 / LR_COL_LEAF) * LR_COL_LEAF;
-    if (h == 0) h = LR_COL_LEAF;
-    double tmp[LR_COL_W];
-    LR(colsum)(x, I, h, w, out);
-    LR(colsum)(x + h * I, I, R - h, w, tmp);
-    for (int c = 0; c < w; c++) out[c] += tmp[c];
+}
+
+/* Column products in double, row after row. */
+LV_CLONES static void LR(colprod)(const T *x, ptrdiff_t I, ptrdiff_t R, int w, double *out)
+{
+    for (int c = 0; c < w; c++) out[c] = 1;
+    for (ptrdiff_t r = 0; r < R; r++) {
+        const T *xr = x + r * I;
+        _Pragma("omp simd")
+        for (int c = 0; c < w; c++) out[c] *= (double)xr[c];
+    }
 }
 
 /* Column extremes (and first indices); columns holding inf or NaN are redone
@@ -299,13 +390,20 @@ static void LR(cols)(const lucid_red_plan *p, ptrdiff_t piece)
     const T *x = (const T *)p->x + o * p->red * p->inner + c0;
     T *y = (T *)p->y;
     ptrdiff_t oi = o * p->inner + c0;
+    double s[LR_COL_W];
+    T cc[LR_COL_W];
+    for (int c = 0; c < w; c++) cc[c] = p->center ? ((const T *)p->center)[oi + c] : 0;
     switch (p->op) {
-    case LR_SUM: {
-        double s[LR_COL_W];
-        LR(colsum)(x, p->inner, p->red, w, s);
+    case LR_SUM:
+    case LR_SUMSQ:
+    case LR_ASUM:
+    case LR_PROD:
+        if (p->op == LR_SUM) LR(colsum)(x, p->inner, p->red, w, cc, s);
+        else if (p->op == LR_SUMSQ) LR(colsumsq)(x, p->inner, p->red, w, cc, s);
+        else if (p->op == LR_ASUM) LR(colasum)(x, p->inner, p->red, w, cc, s);
+        else LR(colprod)(x, p->inner, p->red, w, s);
         for (int c = 0; c < w; c++) y[oi + c] = (T)s[c];
         break;
-    }
     case LR_MAX:
         LR(colmax)(x, p->inner, p->red, w, y + oi, p->idx ? p->idx + oi : NULL);
         break;
@@ -314,6 +412,10 @@ static void LR(cols)(const lucid_red_plan *p, ptrdiff_t piece)
         break;
     case LR_LSE:
         LR(colexp)(x, NULL, p->inner, p->red, w, p->op, y + oi);
+        break;
+    case LR_CUMSUM:
+    case LR_CUMPROD:
+        LR(cumcols)(x, y + o * p->red * p->inner + c0, p->inner, p->red, w, p->op == LR_CUMPROD);
         break;
     default:
         LR(colexp)(x, y + o * p->red * p->inner + c0, p->inner, p->red, w, p->op, NULL);
@@ -330,8 +432,10 @@ static void LR(block)(lucid_red_plan *p, ptrdiff_t b)
     const T *x = (const T *)p->x + s0;
     T *y = (T *)p->y + s0;
     ptrdiff_t at = 0;
-    if (p->op == LR_SUM) {
-        p->part[b] = LR_SUMN(x, n);
+    if (p->op == LR_SUM || p->op == LR_SUMSQ || p->op == LR_ASUM) {
+        p->part[b] = LR(tsum)(p->op, x, n, p->center ? ((const T *)p->center)[0] : 0);
+    } else if (p->op == LR_PROD) {
+        p->part[b] = LR(prodrun)(x, n);
     } else if (p->op == LR_MAX || p->op == LR_MIN || p->phase == 0) {
         int mx = p->op != LR_MIN;
         ptrdiff_t *pa = p->idx ? &at : NULL;
@@ -352,7 +456,9 @@ static void LR(piece)(lucid_red_plan *p, ptrdiff_t piece)
 {
     if (p->kind == LR_KIND_ROWS) {
         ptrdiff_t r0 = piece * p->per, r1 = r0 + p->per < p->outer ? r0 + p->per : p->outer;
-        if (p->op == LR_SUM) LR_SUMROWS((const T *)p->x, (T *)p->y, r0, r1, p->red, p->outer);
+        if (p->op == LR_SUM || p->op == LR_SUMSQ || p->op == LR_ASUM)
+            LR(tsumrows)(p->op, (const T *)p->x, (T *)p->y, r0, r1, p->red, p->outer,
+                         (const T *)p->center);
         else for (ptrdiff_t r = r0; r < r1; r++) LR(row)(p, r);
     } else if (p->kind == LR_KIND_COLS) {
         LR(cols)(p, piece);
@@ -378,8 +484,10 @@ static void LR(step)(lucid_red_plan *p)
 {
     T *y = (T *)p->y;
     if (p->kind != LR_KIND_FULL) { p->phase++; return; }
-    if (p->op == LR_SUM) {
+    if (p->op == LR_SUM || p->op == LR_SUMSQ || p->op == LR_ASUM) {
         y[0] = (T)lr_pairwise(p->part, p->nblocks);
+    } else if (p->op == LR_PROD) {
+        y[0] = (T)lr_product(p->part, p->nblocks);
     } else if (p->op == LR_MAX || p->op == LR_MIN) {
         int64_t k;
         LR(ext_combine)(p, p->op == LR_MAX, y, &k);
@@ -545,3 +653,11 @@ static void LR(xent_piece)(lucid_xent_plan *p, ptrdiff_t piece)
 
 #undef LR_EXT_BODY
 #undef LR_COLEXT_BODY
+#undef LR_EXPSUM_BODY
+#undef LR_STORE_NONE
+#undef LR_STORE_EXP
+#undef LR_STORE_SHIFT
+#undef LR_XS_ID
+#undef LR_XS_SQ
+#undef LR_XS_ABS
+#undef LR_COLSUM
