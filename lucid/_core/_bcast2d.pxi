@@ -134,12 +134,26 @@ cdef cnp.ndarray _go2d(_Job2D *j, tuple shape, int typenum):
 
 
 cdef tuple _bshape_of(tuple arrs):
-    """The broadcast shape of the arrays in `arrs` (equal shapes without NumPy's Python
-    code). Raises ValueError (naming 'broadcast') when they do not broadcast."""
-    cdef tuple s = _shp(<cnp.ndarray>arrs[0])
-    cdef bint same = True
-    for x in arrs[1:]:
-        same = same and _shp(<cnp.ndarray>x) == s
-    if same:
-        return s
-    return np.broadcast_shapes(*[_shp(<cnp.ndarray>x) for x in arrs])
+    """The broadcast shape of the arrays in `arrs`, computed here (np.broadcast_shapes is
+    Python code and costs more than a 1e3-element kernel). Raises ValueError (naming
+    'broadcast') when they do not broadcast."""
+    cdef cnp.npy_intp dims[64]
+    cdef cnp.npy_intp xd
+    cdef int d = 0, q, nd, off
+    for x in arrs:
+        nd = cnp.PyArray_NDIM(<cnp.ndarray>x)
+        d = nd if nd > d else d
+    for q in range(d):
+        dims[q] = 1
+    for x in arrs:
+        nd = cnp.PyArray_NDIM(<cnp.ndarray>x)
+        off = d - nd
+        for q in range(nd):
+            xd = cnp.PyArray_DIMS(<cnp.ndarray>x)[q]
+            if xd != dims[off + q]:
+                if dims[off + q] == 1:
+                    dims[off + q] = xd
+                elif xd != 1:
+                    raise ValueError("shapes " + ", ".join(str(_shp(<cnp.ndarray>y)) for y in arrs)
+                                     + " cannot be broadcast together")
+    return tuple([dims[q] for q in range(d)])
