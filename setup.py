@@ -37,9 +37,9 @@ JOBS = max(1, min(8, os.cpu_count() or 1))
 # else. Generated .pxi files are included by their family's .pyx only.
 MODULES = {
     "core": "lucid_core_kernels",
-    "unary": "lucid_unary_kernels",
+    "unary": ["lucid_unary_kernels", "lucid_compare_kernels"],
     "binary": "lucid_binary_kernels",
-    "compare": None,
+    "compare": "lucid_compare_kernels",
     "reduce": "lucid_reduce_kernels",
     "shape": None,
     "linalg": None,
@@ -50,6 +50,7 @@ KERNELS = {
     "lucid_unary_kernels": ["lucid_vforce.c", "lucid_half.c"],
     "lucid_binary_kernels": ["lucid_binary.c", "lucid_half.c"],
     "lucid_reduce_kernels": ["lucid_reduce.c"],
+    "lucid_compare_kernels": ["lucid_compare.c"],   # comparisons, where, clamp
 }
 
 # Templates rendered from the op tables: template -> output.
@@ -99,17 +100,22 @@ kernel_libraries = [
     for lib, files in KERNELS.items()
 ]
 
+def _libs(lib):
+    """A module's kernel libraries: None, one name or a list."""
+    return [] if lib is None else [lib] if isinstance(lib, str) else list(lib)
+
+
 extensions = [
     Extension(
         f"lucid._core.{name}",
         sources=[os.path.join(CORE, f"{name}.pyx")],
         # its kernels' sources too: a changed kernel relinks the module
-        depends=headers + ([os.path.join(SRC, c) for c in KERNELS[lib]] if lib else []),
+        depends=headers + [os.path.join(SRC, c) for lb in _libs(lib) for c in KERNELS[lb]],
         include_dirs=[os.path.join(CORE, "include"), np.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=c_flags,
         extra_link_args=extra_link,
-        libraries=([lib] if lib else []) + libraries,
+        libraries=_libs(lib) + libraries,
     )
     for name, lib in MODULES.items()
 ]

@@ -111,3 +111,52 @@ def test_ieee_specials_in_broadcast_rows():
 def test_shapes_that_need_numpy_route(sa, sb):
     a, b = _pair(sa, sb, np.float64)
     np.testing.assert_array_equal((lucid.tensor(a) - lucid.tensor(b)).numpy(), a - b)
+
+
+@pytest.mark.parametrize("op", list(ARITH))
+@pytest.mark.parametrize("sa,sb", [((300, 40), (40,)), ((300, 40), (300, 1)), ((300, 40), ()),
+                                   ((1, 40), (300, 1)), ((300, 40), (300, 40)),
+                                   ((4, 1, 30), (1, 6, 1))], ids=str)
+def test_backward_mixed_dtypes_numbers_and_alpha(op, sa, sb):
+    """The one-pass backward of add/sub/mul/div (gradient and broadcast sum together) and
+    the routes it leaves to the array formula: mixed dtypes, Python numbers, alpha."""
+    a, b = _pair(sa, sb, np.float32)
+    b64 = b.astype(np.float64)
+    ta, tb = lucid.tensor(a, requires_grad=True), lucid.tensor(b64, requires_grad=True)
+    xa, xb = torch.tensor(a, requires_grad=True), torch.tensor(b64, requires_grad=True)
+    getattr(lucid, op)(ta, tb).sum().backward()
+    getattr(torch, op)(xa, xb).sum().backward()
+    assert ta.grad.dtype is lucid.float32 and tb.grad.dtype is lucid.float64
+    np.testing.assert_allclose(ta.grad.numpy(), xa.grad.numpy(), rtol=1e-5)
+    # a 0-d b does not promote a's dtype: then the gradient is summed in float32
+    np.testing.assert_allclose(tb.grad.numpy(), xb.grad.numpy(), rtol=1e-10 if sb else 1e-5)
+    for s in (0.3, 2):
+        ta.grad = None
+        xa.grad = None
+        getattr(lucid, op)(ta, s).sum().backward()
+        getattr(torch, op)(xa, s).sum().backward()
+        np.testing.assert_allclose(ta.grad.numpy(), xa.grad.numpy(), rtol=1e-6)
+    if op in ("add", "sub"):
+        ta.grad = tb.grad = None
+        xa.grad = xb.grad = None
+        getattr(lucid, op)(ta, tb, alpha=3).sum().backward()
+        getattr(torch, op)(xa, xb, alpha=3).sum().backward()
+        np.testing.assert_allclose(tb.grad.numpy(), xb.grad.numpy(), rtol=1e-10 if sb else 1e-5)
+
+
+def test_backward_sums_in_float64_match_an_exact_reference():
+    """grad_b of mul with a row b is sum over rows of g * a: compared with math.fsum."""
+    import math
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((500, 70))
+    b = rng.standard_normal(70)
+    g = rng.standard_normal((500, 70))
+    ta, tb = lucid.tensor(a, requires_grad=True), lucid.tensor(b, requires_grad=True)
+    (ta * tb).backward(lucid.tensor(g))
+    want = [math.fsum(g[:, j] * a[:, j]) for j in range(70)]
+    np.testing.assert_allclose(tb.grad.numpy(), want, rtol=1e-12, atol=1e-12)
+    tc = lucid.tensor(b[:50].reshape(50, 1) + 3, requires_grad=True)
+    tx = lucid.tensor(a[:50], requires_grad=True)
+    (tx / tc).backward(lucid.tensor(g[:50]))
+    want = [math.fsum(-g[i] * a[i] / (tc.detach().numpy()[i, 0] ** 2)) for i in range(50)]
+    np.testing.assert_allclose(tc.grad.numpy()[:, 0], want, rtol=1e-12, atol=1e-12)

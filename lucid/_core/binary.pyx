@@ -560,6 +560,177 @@ cdef tuple _bin_backward(const BinaryKernels *k, cnp.ndarray g, object xa, objec
     return (ga, gb)
 
 
+# -- the backward of add, sub, mul, div over row / column / single-value broadcasts ------
+# One C pass (lucid_arith_grad in src/lucid_binary.c) computes an operand's gradient and
+# sums it over the dims that operand was broadcast along, so a row operand's gradient
+# never exists at the output's size. The output is split at a dim into m rows of n as
+# in _split_rows; an operand that is FULL keeps the output's shape, a ROW is summed
+# over the rows, a COL over each row, ONE over both (per-row sums, then their sum).
+
+cdef extern from *:
+    """
+    void lucid_arith_gradf(int, int, int, float *, const float *, const float *,
+                           const float *, ptrdiff_t, ptrdiff_t, ptrdiff_t, const ptrdiff_t *);
+    void lucid_arith_grad(int, int, int, double *, const double *, const double *,
+                          const double *, ptrdiff_t, ptrdiff_t, ptrdiff_t, const ptrdiff_t *);
+    """
+    void lucid_arith_gradf(int, int, int, float *, const float *, const float *,
+                           const float *, Py_ssize_t, Py_ssize_t, Py_ssize_t,
+                           const Py_ssize_t *) noexcept nogil
+    void lucid_arith_grad(int, int, int, double *, const double *, const double *,
+                          const double *, Py_ssize_t, Py_ssize_t, Py_ssize_t,
+                          const Py_ssize_t *) noexcept nogil
+
+cdef enum:
+    _RED_NONE = 0
+    _RED_ROWS = 1
+    _RED_COLS = 2
+
+
+cdef struct _AGJob:
+    int op, side, red, num
+    bint by_cols           # threads take runs of columns (else of rows)
+    char *z
+    const char *g
+    const char *a
+    const char *b
+    Py_ssize_t m, n, per, isz
+    Py_ssize_t st[4]
+
+
+cdef void _ag_call(_AGJob *j, char *z, const char *g, const char *a, const char *b,
+                   Py_ssize_t m, Py_ssize_t n) noexcept nogil:
+    if j.num == cnp.NPY_FLOAT:
+        lucid_arith_gradf(j.op, j.side, j.red, <float *>z, <const float *>g, <const float *>a,
+                          <const float *>b, m, n, j.n, j.st)
+    else:
+        lucid_arith_grad(j.op, j.side, j.red, <double *>z, <const double *>g,
+                         <const double *>a, <const double *>b, m, n, j.n, j.st)
+
+
+cdef void _ag_piece(void *ctx, Py_ssize_t c) noexcept nogil:
+    cdef _AGJob *j = <_AGJob *>ctx
+    cdef Py_ssize_t s = c * j.per, cnt
+    if j.by_cols:          # columns [s, s + cnt) of every row (a ROW's sums, or one row)
+        cnt = j.per if j.n - s > j.per else j.n - s
+        _ag_call(j, j.z + s * j.isz, j.g + s * j.isz, j.a + s * j.st[1] * j.isz,
+                 j.b + s * j.st[3] * j.isz, j.m, cnt)
+    else:                  # rows [s, s + cnt)
+        cnt = j.per if j.m - s > j.per else j.m - s
+        _ag_call(j, j.z + (s * j.n if j.red == _RED_NONE else s) * j.isz,
+                 j.g + s * j.n * j.isz, j.a + s * j.st[0] * j.isz, j.b + s * j.st[2] * j.isz,
+                 cnt, j.n)
+
+
+cdef void _ag_run(_AGJob *j) noexcept nogil:
+    cdef Py_ssize_t total = j.m * j.n, per
+    cdef int nt = _threads_for(total)
+    j.by_cols = j.red == _RED_ROWS or (j.red == _RED_NONE and j.m == 1)
+    if nt > 1:
+        per = _piece_len(total, nt)
+        if j.by_cols:      # whole multiples of 64 columns: each column runs the same code
+            j.per = ((per // j.m if per >= j.m else 1) + 63) // 64 * 64
+            nt = 1 if j.per >= j.n else nt
+        else:
+            j.per = per // j.n if per >= j.n else 1
+            nt = 1 if j.per >= j.m else nt
+    if nt <= 1:
+        _ag_call(j, j.z, j.g, j.a, j.b, j.m, j.n)
+        return
+    _parallel_for(_ag_piece, j, ((j.n if j.by_cols else j.m) + j.per - 1) // j.per, nt)
+
+
+cdef int _shape_kind(tuple xs, tuple shape, int k):
+    """_kind_at for a shape: FULL / ROW / COL / ONE at the split k of `shape`, or -1."""
+    cdef int d = len(shape), off = d - len(xs), q
+    cdef Py_ssize_t xd, sd
+    cdef bint lo = True, lf = True, ro = True, rf = True
+    if off < 0:
+        return -1
+    for q in range(d):
+        xd = 1 if q < off else xs[q - off]
+        sd = shape[q]
+        if q < k:
+            lo = lo and xd == 1
+            lf = lf and xd == sd
+        else:
+            ro = ro and xd == 1
+            rf = rf and xd == sd
+    return _FULL if lf and rf else _ROW if lo and rf else _COL if lf and ro else \
+        _ONE if lo and ro else -1
+
+
+cdef object _ag_operand(object x, int num):
+    """A saved operand as an aligned ndarray of type num (a Python number becomes a 0-d
+    array; NumPy's arithmetic rounds it to g's dtype the same way), or None."""
+    cdef cnp.ndarray r = np.asarray(x) if isinstance(x, np.ndarray) else \
+        np.asarray(x, np.float32 if num == cnp.NPY_FLOAT else np.float64)
+    if cnp.PyArray_TYPE(r) != num or not cnp.PyArray_IS_C_CONTIGUOUS(r) or \
+            not cnp.PyArray_ISALIGNED(r):
+        return None
+    return r
+
+
+cdef object _arith_backward(int op, cnp.ndarray g, object xa, object xb, tuple shape_a,
+                            tuple shape_b, bint want_a, bint want_b):
+    """(grad_a, grad_b) of add / sub / mul / div (op: LH_ADD..LH_DIV), already summed to
+    each operand's shape (in g's dtype), or None where this layout or dtype is not
+    handled (the caller then runs the array formula)."""
+    cdef int num = cnp.PyArray_TYPE(g)
+    if (num != cnp.NPY_FLOAT and num != cnp.NPY_DOUBLE) or cnp.PyArray_SIZE(g) == 0 or \
+            not cnp.PyArray_IS_C_CONTIGUOUS(g) or not cnp.PyArray_ISALIGNED(g):
+        return None
+    cdef bint need_a = want_b and op >= LH_MUL
+    cdef bint need_b = (want_a and op >= LH_MUL) or (want_b and op == LH_DIV)
+    cdef object a = _ag_operand(xa, num) if need_a else None
+    cdef object b = _ag_operand(xb, num) if need_b else None
+    if (need_a and a is None) or (need_b and b is None):
+        return None
+    cdef tuple shape = _shp(g)
+    cdef int d = len(shape), k, q, ka = -1, kb = -1, side, kind
+    cdef _AGJob j
+    for k in range(d + 1):
+        ka = _shape_kind(shape_a, shape, k)
+        kb = _shape_kind(shape_b, shape, k)
+        if ka >= 0 and kb >= 0:
+            break
+    if ka < 0 or kb < 0:
+        return None
+    j.m = j.n = 1
+    for q in range(d):
+        if q < k:
+            j.m *= <Py_ssize_t>shape[q]
+        else:
+            j.n *= <Py_ssize_t>shape[q]
+    for side, kind in ((0, ka), (1, kb)):
+        j.st[2 * side] = j.n if kind == _FULL else (1 if kind == _COL else 0)
+        j.st[2 * side + 1] = 1 if kind <= _ROW else 0
+        if (side == 0 and not need_a) or (side == 1 and not need_b):
+            j.st[2 * side] = j.st[2 * side + 1] = 0
+    j.op, j.num, j.isz = op, num, cnp.PyArray_ITEMSIZE(g)
+    j.g = cnp.PyArray_BYTES(g)
+    j.a = cnp.PyArray_BYTES(<cnp.ndarray>a) if need_a else NULL
+    j.b = cnp.PyArray_BYTES(<cnp.ndarray>b) if need_b else NULL
+    grads = [None, None]
+    cdef cnp.ndarray z
+    for side, kind in ((0, ka), (1, kb)):
+        if not (want_a if side == 0 else want_b):
+            continue
+        j.side = side
+        j.red = _RED_NONE if kind == _FULL else _RED_ROWS if kind == _ROW else _RED_COLS
+        z = np.empty(shape if kind == _FULL else (j.n,) if kind == _ROW else (j.m,), g.dtype)
+        j.z = cnp.PyArray_BYTES(z)
+        if j.m * j.n < _NOGIL_MIN:
+            _ag_run(&j)
+        else:
+            with nogil:
+                _ag_run(&j)
+        if kind == _ONE and j.m > 1:
+            z = _as_ndarray(np.add.reduce(z))      # the per-row sums, in order
+        grads[side] = z.reshape(shape_a if side == 0 else shape_b)
+    return tuple(grads)
+
+
 # -- the kernels and nodes the generated rows use ------------------------------------
 
 cdef enum:
@@ -746,6 +917,7 @@ cdef class BinaryBackward(Node):
     cdef readonly object _param
     cdef const BinaryKernels *_k
     cdef bint _array_formula
+    cdef int _arith                    # LH_ADD..LH_DIV: the C backward (_arith_backward)
 
     cdef void _setup(self, OpSchema s, tuple inputs, Tensor out, object params) except *:
         cdef BinaryCPU cpu = <BinaryCPU>s.cpu
@@ -754,6 +926,7 @@ cdef class BinaryBackward(Node):
             self._k = cpu.k
             reads |= _READS_A | _READS_B
         self._array_formula = cpu.array_formula
+        self._arith = cpu.half_op if cpu.fwd != NULL else -1
         a, b = inputs
         if isinstance(a, Tensor):
             self._shape_a = _shp((<Tensor>a)._data)
@@ -815,6 +988,19 @@ cdef class BinaryBackward(Node):
             ga, gb = _bin_backward(self._k, g, self._arr(0), self._arr(1),
                                    self._saved_out.data(self) if self._saved_out is not None else None,
                                    self._wants(0), self._wants(1))
+        elif self._arith >= 0 and (self._param is None or (type(self._param) is int and
+                                                             self._param == 1)):
+            r = _arith_backward(self._arith, g, self._arr(0), self._arr(1),
+                                self._shape_a if self._shape_a is not None else (),
+                                self._shape_b if self._shape_b is not None else (),
+                                self._wants(0), self._wants(1))
+            if r is not None:
+                ga, gb = r
+                return (None if ga is None else _store(ga, self._dt_a),
+                        None if gb is None else _store(gb, self._dt_b))
+            ga, gb = self._array_formula_of(
+                g, self._arr(0), self._arr(1),
+                self._saved_out.data(self) if self._saved_out is not None else None)
         elif self._array_formula:
             ga, gb = self._array_formula_of(
                 g, self._arr(0), self._arr(1),

@@ -33,6 +33,90 @@ cdef UfuncCPU _ufunc_kernel(object ufunc):
     return k
 
 
+# -- lucid's own kernels (src/lucid_compare.c) over the 2-D broadcasts of _bcast2d.pxi --
+
+cdef extern from *:
+    """
+    void lucid_cmp_f32(int, unsigned char *, const float *, const float *, ptrdiff_t,
+                       ptrdiff_t, const ptrdiff_t *);
+    void lucid_cmp_f64(int, unsigned char *, const double *, const double *, ptrdiff_t,
+                       ptrdiff_t, const ptrdiff_t *);
+    void lucid_where(int, void *, const unsigned char *, const void *, const void *,
+                     ptrdiff_t, ptrdiff_t, const ptrdiff_t *);
+    """
+    void lucid_cmp_f32(int, cnp.npy_bool *, const float *, const float *, Py_ssize_t,
+                       Py_ssize_t, const Py_ssize_t *) noexcept nogil
+    void lucid_cmp_f64(int, cnp.npy_bool *, const double *, const double *, Py_ssize_t,
+                       Py_ssize_t, const Py_ssize_t *) noexcept nogil
+    void lucid_where(int, void *, const cnp.npy_bool *, const void *, const void *,
+                     Py_ssize_t, Py_ssize_t, const Py_ssize_t *) noexcept nogil
+
+include "_bcast2d.pxi"
+
+# the comparisons' op codes in src/lucid_compare.c
+cdef dict _CMP_CODE = {"eq": 0, "ne": 1, "lt": 2, "le": 3, "gt": 4, "ge": 5}
+
+
+cdef void _cmp_run(void *job, char *z, const char **p, Py_ssize_t m, Py_ssize_t n) noexcept nogil:
+    cdef _Job2D *j = <_Job2D *>job
+    if j.isz[0] == 4:
+        lucid_cmp_f32(j.op, <cnp.npy_bool *>z, <const float *>p[0], <const float *>p[1], m, n, j.st)
+    else:
+        lucid_cmp_f64(j.op, <cnp.npy_bool *>z, <const double *>p[0], <const double *>p[1], m, n,
+                      j.st)
+
+
+cdef void _where_run(void *job, char *z, const char **p, Py_ssize_t m, Py_ssize_t n) noexcept nogil:
+    cdef _Job2D *j = <_Job2D *>job
+    lucid_where(<int>j.isz[1], z, <const cnp.npy_bool *>p[0], p[1], p[2], m, n, j.st)
+
+
+cdef inline cnp.ndarray _arr_of(object x):
+    return <cnp.ndarray>x if type(x) is np.ndarray else <cnp.ndarray>np.asarray(x)
+
+
+cdef class CompareCPU(Kernel):
+    """A comparison's CPU forward: lucid's kernel for float32 / float64 operands in the
+    layouts of _bcast2d.pxi, else the NumPy ufunc (other dtypes, other layouts)."""
+    cdef object ufunc
+    cdef int op
+
+    cdef object run2(self, object a, object b, DType dt, object params):
+        cdef cnp.ndarray xa, xb
+        cdef _Job2D j
+        if dt.typenum == cnp.NPY_FLOAT or dt.typenum == cnp.NPY_DOUBLE:
+            xa, xb = _arr_of(a), _arr_of(b)
+            if cnp.PyArray_TYPE(xa) == dt.typenum and cnp.PyArray_TYPE(xb) == dt.typenum:
+                arrs = (xa, xb)
+                shape = _bshape_of(arrs)
+                if _plan2d(shape, arrs, &j):
+                    j.run, j.op = _cmp_run, self.op
+                    return _go2d(&j, shape, cnp.NPY_BOOL)
+        return self.ufunc(a, b)
+
+
+cdef CompareCPU _cmp_kernel(str name, object ufunc):
+    cdef CompareCPU k = CompareCPU.__new__(CompareCPU)
+    k.ufunc = ufunc
+    k.op = _CMP_CODE[name]
+    return k
+
+
+cdef object _where_cpu(cnp.ndarray c, object a, object b, DType dt):
+    """where(c, a, b) on the CPU: lucid's select for the layouts of _bcast2d.pxi (any
+    dtype: it copies bits), else NumPy's."""
+    cdef cnp.ndarray xa = _arr_of(a), xb = _arr_of(b)
+    cdef _Job2D j
+    if cnp.PyArray_TYPE(c) == cnp.NPY_BOOL and cnp.PyArray_TYPE(xa) == dt.typenum and \
+            cnp.PyArray_TYPE(xb) == dt.typenum and cnp.PyArray_ITEMSIZE(xa) in (1, 2, 4, 8):
+        arrs = (c, xa, xb)
+        shape = _bshape_of(arrs)
+        if _plan2d(shape, arrs, &j):
+            j.run = _where_run
+            return _go2d(&j, shape, dt.typenum)
+    return np.where(c, a, b)
+
+
 include "_compare.pxi"
 
 
@@ -126,7 +210,7 @@ def where(condition, input=None, other=None):
         out = _wrap_mx(r, dt)
     else:
         try:
-            r = np.where(c._data, _operand(ta, sa, dt), _operand(tb, sb, dt))
+            r = _where_cpu(c._data, _operand(ta, sa, dt), _operand(tb, sb, dt), dt)
         except ValueError as e:
             raise ShapeError(f"where: shapes do not broadcast: {e}") from None
         out = _wrap(_as_ndarray(r).astype(dt.numpy_dtype, copy=False), dt)

@@ -337,21 +337,22 @@ BINARY = [
 
 # =====================================================================================
 # COMPARE: comparisons, logical ops and predicates: bool results, never differentiable.
-# ``arity`` 2 takes (input, other) with PyTorch's promotion, 1 takes (input).
+# ``arity`` 2 takes (input, other) with PyTorch's promotion, 1 takes (input); ``c``: float32
+# and float64 run lucid's kernel (src/lucid_compare.c), other dtypes the NumPy ufunc.
 # =====================================================================================
 
-def _cmp(name, ufunc, arity, doc, method=True):
-    return dict(name=name, ufunc=ufunc, arity=arity, doc=doc, method=method,
+def _cmp(name, ufunc, arity, doc, method=True, c=False):
+    return dict(name=name, ufunc=ufunc, arity=arity, doc=doc, method=method, c=c,
                 mlx=f"mx.{ufunc}(a, b)" if arity == 2 else f"mx.{ufunc}(x)")
 
 
 COMPARE = [
-    _cmp("eq", "equal", 2, "input == other, element-wise."),
-    _cmp("ne", "not_equal", 2, "input != other, element-wise."),
-    _cmp("lt", "less", 2, "input < other, element-wise."),
-    _cmp("le", "less_equal", 2, "input <= other, element-wise."),
-    _cmp("gt", "greater", 2, "input > other, element-wise."),
-    _cmp("ge", "greater_equal", 2, "input >= other, element-wise."),
+    _cmp("eq", "equal", 2, "input == other, element-wise.", c=True),
+    _cmp("ne", "not_equal", 2, "input != other, element-wise.", c=True),
+    _cmp("lt", "less", 2, "input < other, element-wise.", c=True),
+    _cmp("le", "less_equal", 2, "input <= other, element-wise.", c=True),
+    _cmp("gt", "greater", 2, "input > other, element-wise.", c=True),
+    _cmp("ge", "greater_equal", 2, "input >= other, element-wise.", c=True),
     _cmp("logical_and", "logical_and", 2, "input and other (nonzero is true), element-wise."),
     _cmp("logical_or", "logical_or", 2, "input or other (nonzero is true), element-wise."),
     _cmp("logical_xor", "logical_xor", 2, "input xor other (nonzero is true), element-wise."),

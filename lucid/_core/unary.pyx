@@ -496,15 +496,18 @@ cdef class ClampBackward(Node):
         keep = ops.ones_like(x, dtype=bool_)
         glo = ghi = None
         lo, hi = self._lo, self._hi
+        # As PyTorch: where lo > hi the result is hi, so hi gets the gradient (lo
+        # none); where lo == hi neither bound does.
         if lo is not None:
             keep = keep & (x >= lo)
             if self._next[1][0] is not None:
-                glo = to_dtype(_sum_to_t(ops.where(x < lo, g, 0.0), self._lo_shape),
+                bind = (x < lo) & (lo < hi) if hi is not None else (x < lo)
+                glo = to_dtype(_sum_to_t(ops.where(bind, g, 0.0), self._lo_shape),
                                self._lo_dtype, False)
         if hi is not None:
             keep = keep & (x <= hi)
             if self._next[2][0] is not None:
-                bind = (x > hi) & (x >= lo) if lo is not None else (x > hi)
+                bind = (x > hi) | (hi < lo) if lo is not None else (x > hi)
                 ghi = to_dtype(_sum_to_t(ops.where(bind, g, 0.0), self._hi_shape),
                                self._hi_dtype, False)
         gx = ops.where(keep, g, 0.0) if self._next[0][0] is not None else None
@@ -512,6 +515,52 @@ cdef class ClampBackward(Node):
 
 
 _S_clamp._bind(ClampBackward)
+
+
+# clamp's kernel (src/lucid_compare.c) over the 2-D broadcasts of _bcast2d.pxi.
+cdef extern from *:
+    """
+    void lucid_clamp_f32(float *, const float *, const float *, const float *, ptrdiff_t,
+                         ptrdiff_t, const ptrdiff_t *);
+    void lucid_clamp_f64(double *, const double *, const double *, const double *, ptrdiff_t,
+                         ptrdiff_t, const ptrdiff_t *);
+    """
+    void lucid_clamp_f32(float *, const float *, const float *, const float *, Py_ssize_t,
+                         Py_ssize_t, const Py_ssize_t *) noexcept nogil
+    void lucid_clamp_f64(double *, const double *, const double *, const double *, Py_ssize_t,
+                         Py_ssize_t, const Py_ssize_t *) noexcept nogil
+
+include "_bcast2d.pxi"
+
+
+cdef void _clamp_run(void *job, char *z, const char **p, Py_ssize_t m,
+                     Py_ssize_t n) noexcept nogil:
+    cdef _Job2D *j = <_Job2D *>job
+    if j.isz[0] == 4:
+        lucid_clamp_f32(<float *>z, <const float *>p[0], <const float *>p[1],
+                        <const float *>p[2], m, n, j.st)
+    else:
+        lucid_clamp_f64(<double *>z, <const double *>p[0], <const double *>p[1],
+                        <const double *>p[2], m, n, j.st)
+
+
+cdef object _clamp_cpu(cnp.ndarray a, object lo, object hi):
+    """clamp of a float32 / float64 array by lucid's kernel, the bounds (None, numbers or
+    arrays) in a's dtype, a missing one as an infinity; None where the layout is not one
+    of _bcast2d.pxi's (the caller then runs NumPy, which also reports bad shapes)."""
+    cdef _Job2D j
+    try:
+        with np.errstate(over="ignore"):
+            xl = np.asarray(-np.inf if lo is None else lo, dtype=a.dtype)
+            xh = np.asarray(np.inf if hi is None else hi, dtype=a.dtype)
+    except (OverflowError, TypeError, ValueError):
+        return None
+    arrs = (a, xl, xh)
+    cdef tuple shape = _shp(a)
+    if not _plan2d(shape, arrs, &j):
+        return None
+    j.run = _clamp_run
+    return _go2d(&j, shape, cnp.PyArray_TYPE(a))
 
 
 cdef int _combine_codes(int code, Tensor x, Tensor tb, object sb) except -1:
@@ -559,6 +608,12 @@ def clamp(input, min=None, max=None):
             lo = x._dtype.numpy_dtype.type(_fill_value(lo, x._dtype, "clamp", "min"))
         if thi is None and hi is not None:
             hi = x._dtype.numpy_dtype.type(_fill_value(hi, x._dtype, "clamp", "max"))
+    r = _clamp_cpu(a, lo, hi) if (cnp.PyArray_TYPE(a) == cnp.NPY_FLOAT or
+                                   cnp.PyArray_TYPE(a) == cnp.NPY_DOUBLE) else None
+    if r is not None:
+        yc = _wrap(<cnp.ndarray>r, x._dtype)
+        _record_clamp(x, tlo, thi, min, max, yc)
+        return yc
     r = a
     try:
         if lo is not None:

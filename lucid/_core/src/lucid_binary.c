@@ -436,3 +436,105 @@ LV_CLONES void lucid_vneg(double *y, const double *x, const int *np)
     _Pragma("omp simd")
     for (ptrdiff_t i = 0; i < n; i++) y[i] = -x[i];
 }
+
+/* ---- the backward of add, sub, mul and div, summed over the broadcast dims --------
+ *
+ *     void lucid_arith_gradf(int op, int side, int red, float *z, const float *g,
+ *                            const float *a, const float *b, ptrdiff_t m, ptrdiff_t n,
+ *                            ptrdiff_t ld, const ptrdiff_t *st);
+ *
+ * g is m rows of n with row stride ld; a and b are read with a row step and a column
+ * step each (st[0], st[1] for a, st[2], st[3] for b, in elements; the column step 0
+ * or 1): (ld, 1) a full operand, (0, 1) a row, (1, 0) a column, (0, 0) one value. The
+ * gradient of operand `side` (0: a, 1: b) element by element is the BINARY rows'
+ * formula, the same operations in the same order:
+ *     add  g, g     sub  g, -g     mul  g * b, g * a     div  g / b, -g * a / (b * b)
+ * and `red` says where it goes, so one pass computes and sums it (a row operand's
+ * gradient never exists at the output's size):
+ *     LV_RED_NONE  z[i ld + j] = e          (a full operand)
+ *     LV_RED_ROWS  z[j] = sum over i of e   (a row operand; rows added in order)
+ *     LV_RED_COLS  z[i] = sum over j of e   (a column; LV_BLOCK lanes in double, then a
+ *                                           fixed tree: float32 rounds once at the end)
+ * A sum never depends on how a caller split the other axis among threads (callers
+ * split columns at multiples of 64, so each column runs the same code either way).
+ */
+enum { LV_ARITH_ADD, LV_ARITH_SUB, LV_ARITH_MUL, LV_ARITH_DIV };
+enum { LV_RED_NONE, LV_RED_ROWS, LV_RED_COLS };
+
+#define LV_AG_LOOP(T, CA, CB, E)                                                \
+    do {                                                                        \
+        if (red == LV_RED_NONE) {                                               \
+            for (ptrdiff_t i = 0; i < m; i++) {                                 \
+                const T *gr = g + i * ld, *ar = a + i * st[0], *br = b + i * st[2]; \
+                T *zr = z + i * ld;                                             \
+                _Pragma("omp simd")                                             \
+                for (ptrdiff_t j = 0; j < n; j++) {                             \
+                    T gv = gr[j], av = ar[(CA) ? j : 0], bv = br[(CB) ? j : 0]; \
+                    (void)av; (void)bv;                                         \
+                    zr[j] = (E);                                                \
+                }                                                               \
+            }                                                                   \
+        } else if (red == LV_RED_ROWS) {                                        \
+            for (ptrdiff_t i = 0; i < m; i++) {                                 \
+                const T *gr = g + i * ld, *ar = a + i * st[0], *br = b + i * st[2]; \
+                _Pragma("omp simd")                                             \
+                for (ptrdiff_t j = 0; j < n; j++) {                             \
+                    T gv = gr[j], av = ar[(CA) ? j : 0], bv = br[(CB) ? j : 0]; \
+                    (void)av; (void)bv;                                         \
+                    T e = (E);                                                  \
+                    z[j] = i == 0 ? e : z[j] + e;                               \
+                }                                                               \
+            }                                                                   \
+        } else {                                                                \
+            for (ptrdiff_t i = 0; i < m; i++) {                                 \
+                const T *gr = g + i * ld, *ar = a + i * st[0], *br = b + i * st[2]; \
+                double acc[LV_BLOCK] = {0};                                     \
+                ptrdiff_t j0 = 0;                                               \
+                for (; j0 + LV_BLOCK <= n; j0 += LV_BLOCK) {                    \
+                    _Pragma("omp simd")                                         \
+                    for (int k = 0; k < LV_BLOCK; k++) {                        \
+                        ptrdiff_t j = j0 + k;                                   \
+                        T gv = gr[j], av = ar[(CA) ? j : 0], bv = br[(CB) ? j : 0]; \
+                        (void)av; (void)bv;                                     \
+                        acc[k] += (double)(E);                                  \
+                    }                                                           \
+                }                                                               \
+                for (ptrdiff_t j = j0; j < n; j++) {                            \
+                    T gv = gr[j], av = ar[(CA) ? j : 0], bv = br[(CB) ? j : 0]; \
+                    (void)av; (void)bv;                                         \
+                    acc[j - j0] += (double)(E);                                 \
+                }                                                               \
+                for (int w = LV_BLOCK / 2; w > 0; w /= 2)                       \
+                    for (int k = 0; k < w; k++) acc[k] += acc[k + w];           \
+                z[i] = (T)acc[0];                                               \
+            }                                                                   \
+        }                                                                       \
+    } while (0)
+
+#define LV_AG_STEPS(T, E)                                                       \
+    switch ((st[1] != 0) | (st[3] != 0) << 1) {                                 \
+    case 0: LV_AG_LOOP(T, 0, 0, E); break;                                      \
+    case 1: LV_AG_LOOP(T, 1, 0, E); break;                                      \
+    case 2: LV_AG_LOOP(T, 0, 1, E); break;                                      \
+    default: LV_AG_LOOP(T, 1, 1, E); break;                                     \
+    }
+
+#define LV_ARITH_GRAD_FN(fname, T)                                              \
+    LV_CLONES void fname(int op, int side, int red, T *z, const T *g, const T *a, \
+                         const T *b, ptrdiff_t m, ptrdiff_t n, ptrdiff_t ld,    \
+                         const ptrdiff_t *st)                                   \
+    {                                                                           \
+        static const T zero = 0;                                                \
+        if (a == NULL) a = &zero;      /* an operand the formula does not read */ \
+        if (b == NULL) b = &zero;                                               \
+        switch (op * 2 + side) {                                                \
+        case LV_ARITH_SUB * 2 + 1: LV_AG_STEPS(T, -gv); break;                  \
+        case LV_ARITH_MUL * 2: LV_AG_STEPS(T, gv * bv); break;                  \
+        case LV_ARITH_MUL * 2 + 1: LV_AG_STEPS(T, gv * av); break;              \
+        case LV_ARITH_DIV * 2: LV_AG_STEPS(T, gv / bv); break;                  \
+        case LV_ARITH_DIV * 2 + 1: LV_AG_STEPS(T, -gv * av / (bv * bv)); break; \
+        default: LV_AG_STEPS(T, gv); break;             /* add, and sub's a */  \
+        }                                                                       \
+    }
+LV_ARITH_GRAD_FN(lucid_arith_gradf, float)
+LV_ARITH_GRAD_FN(lucid_arith_grad, double)
