@@ -228,8 +228,11 @@ LV_INLINE double lv_lgamma(double x)
     double lp = lv_lgamma_pos(a);
     double s, c;
     lv_sincospi(x, &s, &c);
-    double ln = 1.1447298858494002 - log(fabs(s) * a) - lp;
-    double r = x < 0 ? ln : lp;
+    double ln = 1.1447298858494002 - log(fabs(s)) - log(a) - lp;
+    ln = s == 0.0 ? INFINITY : ln;        /* the negative integers */
+    /* |x| < 1e-17: lgamma(x) = -log|x| - gamma x to double precision, so lgamma(|x|)
+     * (and sin(pi x) is not formed where it would be subnormal) */
+    double r = x < 0 && a > 1e-17 ? ln : lp;
     return a == INFINITY ? INFINITY : r;
 }
 LV_INLINE float lv_lgammaf(float x) { return (float)lv_lgamma((double)x); }
@@ -471,7 +474,7 @@ LV_INLINE double lv_i0_i1_big(double a, const double *coef, double *e_out)
         A = A * ic + coef[k];
     double e = exp(0.5 * c);
     *e_out = e;
-    double r = e * ((e * A) / sqrt(6.283185307179586 * c));
+    double r = e * ((e * A) / (2.5066282746310002 * sqrt(c)));
     return c == INFINITY ? INFINITY : r;
 }
 LV_INLINE double lv_i0(double x)
@@ -591,14 +594,21 @@ LV_INLINE float lv_erfcx_gradf(float x) { return (float)lv_erfcx_grad((double)x)
 
 /* ---- log_ndtr(x) = log(Phi(x)), Phi(x) = erfc(-x/sqrt2) / 2 -------------------------
  * x < 0: log(erfcx(t) / 2) - x^2/2, t = -x/sqrt2 (both terms negative: no cancellation,
- * no underflow however far the tail). x >= 0: log1p(-erfc(x/sqrt2) / 2).
+ * no underflow however far the tail). x >= 0: log1p(-erfc(x/sqrt2) / 2), with x/sqrt2
+ * carried to double length (its rounding would cost 2 x^2 / 2 units of erfc).
  * The derivative phi/Phi is sqrt(2/pi) / erfcx(t) for x < 0 (no exp), and
  * phi(x) / (1 - erfc(x/sqrt2)/2) for x >= 0. */
 LV_INLINE double lv_log_ndtr(double x)
 {
     double tt = x < 0 ? -x * 0.7071067811865476 : 1.0;
     double neg = log(0.5 * lv_erfcx(tt)) - 0.5 * (x * x);
-    double pos = log1p(-0.5 * erfc(x * 0.7071067811865476));
+    /* erfc(p) with p = x/sqrt2 carried to double length: erfc's condition number is 2p^2,
+     * so the rounding of p is added back to first order (-2/sqrt(pi) e^(-p^2) dp) */
+    double p = x * 0.7071067811865476;
+    double dp = fma(x, 0.7071067811865476, -p) + x * -4.8336466567264565e-17;
+    dp = p < 40.0 ? dp : 0.0;
+    double q = erfc(p) - dp * 1.1283791670955126 * exp(-(p * p));
+    double pos = log1p(-0.5 * q);
     return x < 0 ? neg : pos;
 }
 LV_INLINE float lv_log_ndtrf(float x) { return (float)lv_log_ndtr((double)x); }
