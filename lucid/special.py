@@ -173,6 +173,7 @@ def polygamma(n, input):
 def multigammaln(input, p):
     """The multivariate log-gamma of dimension ``p``."""
     x = _t(input)
+    _host_only("multigammaln", x)
     r = sum(lgamma(x - 0.5 * j) for j in range(int(p)))
     return r + p * (p - 1) / 4 * math.log(math.pi)
 
@@ -332,9 +333,9 @@ round = ops.round
 
 sinc = ops.sinc
 
-# MLX has no function (nor an accurate composition) for these rows: on a gpu tensor they
-# raise lucid's cpu-only error naming the op (sinc and ndtri are MLX compositions).
-for _n in ("lgamma", "digamma", "i0", "erfcx", "log_ndtr"):
+# MLX has no function (nor a composition as accurate) for these rows: on a gpu tensor
+# they raise lucid's cpu-only error naming the op.
+for _n in ("lgamma", "digamma", "i0", "erfcx", "log_ndtr", "ndtri", "sinc"):
     core.schema(_n).gpu = None
 
 # lucid.<name> where torch has torch.<name> (the kernel rows export themselves)

@@ -571,7 +571,7 @@ def _linalg_calls():
     })
     calls.update({f"special.{n}": on(SP, n, v)
                   for n in ("digamma", "lgamma", "gammaln", "psi", "erfcx", "ndtr", "log_ndtr",
-                            "i0", "i0e", "i1", "i1e", "entr")})
+                            "ndtri", "i0", "i0e", "i1", "i1e", "sinc", "entr")})
     # compositions of lucid ops: they run on the gpu
     gpu_ok = {
         "linalg.matmul": lambda d: LA.matmul(A().to(d), A().to(d)),
@@ -584,7 +584,6 @@ def _linalg_calls():
         "linalg.multi_dot": lambda d: LA.multi_dot([A().to(d), A().to(d), A().to(d)]),
         "special.erf": lambda d: SP.erf(v().to(d)), "special.expit": lambda d: SP.expit(v().to(d)),
         "special.logit": lambda d: SP.logit(v().to(d)),
-        "special.sinc": lambda d: SP.sinc(v().to(d)), "special.ndtri": lambda d: SP.ndtri(v().to(d)),
         "special.logsumexp": lambda d: SP.logsumexp(A().to(d), 0),
     }
     return calls, gpu_ok
@@ -599,7 +598,7 @@ def test_cpu_only_linalg_and_special_ops_name_themselves_on_the_gpu(name):
     named = {"special.gammaln": "lgamma", "special.psi": "digamma",
              "logdet": "linalg.logdet"}.get(name, name)      # aliases name the function
     if named.startswith("special.") and named[8:] in (
-            "lgamma", "digamma", "i0", "erfcx", "log_ndtr", "polygamma"):
+            "lgamma", "digamma", "i0", "erfcx", "log_ndtr", "ndtri", "sinc", "polygamma"):
         named = named[8:]          # kernel rows: their schema's name
     with pytest.raises(lucid.LucidError, match=f"lucid.{named} does not run on the gpu device; "
                                                r"move its inputs with \.cpu\(\)"):

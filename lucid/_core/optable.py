@@ -64,8 +64,6 @@ MLX_UNARY = {
     "asinh": "mx.arcsinh(x)", "acosh": "mx.arccosh(x)", "atanh": "mx.arctanh(x)",
     "erfc": "1 - mx.erf(x)",
     "softplus": "mx.logaddexp(x, 0)",
-    "sinc": "mx.where(x == 0, 1, mx.sin(3.141592653589793 * x) / (3.141592653589793 * x))",
-    "ndtri": "1.4142135623730951 * mx.erfinv(2 * x - 1)",
     "gelu": f"_inf0(x, x * 0.5 * (1 + mx.erf(x * {_INV_SQRT2})))",
     "silu": "_inf0(x, x * mx.sigmoid(x))",
     "relu": "mx.maximum(x, 0)",
