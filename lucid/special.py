@@ -1,12 +1,14 @@
 """``lucid.special``: special functions as ``torch.special`` (``lgamma``, ``digamma``,
 ``polygamma``, ``i0``, ``sinc``, ``logit``, ``xlogy`` also in ``lucid``, as torch).
 
-The forward values come from SciPy (``scipy.special``) in float64 or float32 (float16
-inputs are computed in float32 and rounded once; integer inputs give float32, as torch).
-These are not yet on lucid's vForce path and have no rows in docs/accuracy.md.
+On lucid's C kernels (src/lucid_special.h, rows of optable.UNARY, accuracy in
+docs/accuracy.md): ``lgamma``, ``digamma``, ``polygamma`` (unary.pyx, a parameter n),
+``sinc``, ``i0``, ``erfcx``, ``log_ndtr``, ``ndtri``, ``logit``. The rest (``ndtr``,
+``i0e``, ``i1``, ``i1e``, ``entr``, ``xlog1py``, ``xlogy``) compute their values through
+SciPy (``scipy.special``) in float64 or float32 (float16 inputs are computed in float32
+and rounded once; integer inputs give float32, as torch).
 
-Every op states its derivative once, as a formula in lucid ops (a
-:class:`lucid._core.core.PyNode` with a registered schema): ``lgamma' = digamma``,
+Every op states its derivative once, as a formula in lucid ops: ``lgamma' = digamma``,
 ``digamma' = polygamma(1, .)``, ``polygamma(n, .)' = polygamma(n + 1, .)``, ... so
 derivatives of any order come from the same chain.
 """
@@ -16,6 +18,7 @@ import operator
 import numpy as np
 
 from lucid._core import core
+from lucid._core import unary as _unary_mod
 from lucid._core.core import PyNode, Tensor, _py_attach, _py_node, export, register
 
 ops = core.ops
@@ -142,7 +145,6 @@ def _unary(name, forward, derivative, saves="x", doc=""):
 
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
-_2_SQRT_PI = 2 / math.sqrt(math.pi)
 
 
 def _safe(x, bad):
@@ -153,25 +155,19 @@ def _safe(x, bad):
 
 # -- gamma family ------------------------------------------------------------------------
 
-_polygamma = _unary("polygamma", lambda a, n: sc.polygamma(n, a),
-                    lambda x, y, n: _polygamma(x, n + 1),
-                    doc="polygamma(n, x): the n-th derivative of digamma.")
+lgamma = ops.lgamma          # the kernel rows (optable.UNARY)
+digamma = ops.digamma
+gammaln = lgamma
+psi = digamma
 
 
 def polygamma(n, input):
-    """The ``n``-th derivative of the digamma function (n >= 0)."""
+    """The ``n``-th derivative of the digamma function (n >= 0 an int); one C kernel per
+    call, polygamma(n, .)' = polygamma(n + 1, .)."""
     n = operator.index(n)
     if n < 0:
         raise ValueError(f"polygamma(n, x) does not support negative n, got {n}")
-    return _polygamma(input, n)
-
-
-digamma = _unary("digamma", lambda a, _: sc.psi(a), lambda x, y, _: _polygamma(x, 1),
-                 doc="d/dx lgamma(x) (psi); -inf / nan at the poles as torch's digamma.")
-lgamma = _unary("lgamma", lambda a, _: sc.gammaln(a), lambda x, y, _: digamma(x),
-                doc="log |Gamma(x)|.")
-gammaln = lgamma
-psi = digamma
+    return _unary_mod._polygamma(n, input)
 
 
 def multigammaln(input, p):
@@ -184,18 +180,12 @@ def multigammaln(input, p):
 
 # -- error function and normal distribution ---------------------------------------------
 
-erfcx = _unary("erfcx", lambda a, _: sc.erfcx(a),
-               lambda x, y, _: 2 * x * y - _2_SQRT_PI, saves="xy",
-               doc="exp(x^2) erfc(x), without overflow for large x.")
+erfcx = ops.erfcx
+log_ndtr = ops.log_ndtr
+ndtri = ops.ndtri
 ndtr = _unary("ndtr", lambda a, _: sc.ndtr(a),
               lambda x, y, _: ops.exp(-0.5 * x * x) / _SQRT_2PI,
               doc="The standard normal CDF.")
-log_ndtr = _unary("log_ndtr", lambda a, _: sc.log_ndtr(a),
-                  lambda x, y, _: ops.exp(-0.5 * x * x - y) / _SQRT_2PI, saves="xy",
-                  doc="log of the standard normal CDF, accurate far into the lower tail.")
-ndtri = _unary("ndtri", lambda a, _: sc.ndtri(a),
-               lambda x, y, _: _SQRT_2PI * ops.exp(0.5 * y * y), saves="y",
-               doc="The inverse of the standard normal CDF.")
 
 
 # -- Bessel functions ---------------------------------------------------------------------
@@ -214,24 +204,13 @@ i1 = _unary("i1", lambda a, _: sc.i1(a), _i1_deriv, saves="xy",
             doc="Modified Bessel function of the first kind, order 1.")
 i1e = _unary("i1e", lambda a, _: sc.i1e(a), _i1e_deriv, saves="xy",
              doc="Exponentially scaled i1: exp(-|x|) i1(x).")
-i0 = _unary("i0", lambda a, _: sc.i0(a), lambda x, y, _: i1(x),
-            doc="Modified Bessel function of the first kind, order 0.")
+i0 = ops.i0
 i0e = _unary("i0e", lambda a, _: sc.i0e(a), lambda x, y, _: i1e(x) - ops.sign(x) * y,
              saves="xy", doc="Exponentially scaled i0: exp(-|x|) i0(x).")
 
 
 # -- sinc, entr, logit, expit -----------------------------------------------------------
 
-def _sinc_deriv(x, y, _):
-    zero = x == 0
-    xs = _safe(x, zero)
-    # at 0 the derivative is 0 and the second derivative -pi^2/3: the where branch
-    # -pi^2/3 x has both, so graph-mode derivatives stay right at 0 too
-    return ops.where(zero, (-math.pi ** 2 / 3) * x, (ops.cos(math.pi * xs) - y) / xs)
-
-
-sinc = _unary("sinc", lambda a, _: np.sinc(a), _sinc_deriv, saves="xy",
-              doc="sin(pi x) / (pi x), 1 at 0.")
 entr = _unary("entr", lambda a, _: sc.entr(a),
               lambda x, y, _: -(ops.log(x) + 1), doc="-x log x (0 at 0, -inf for x < 0).")
 
@@ -352,8 +331,16 @@ log_softmax = ops.log_softmax
 round = ops.round
 
 
-# lucid.<name> where torch has torch.<name>
-for _fn in (lgamma, digamma, i0, sinc, logit, xlogy):
-    export(_fn, method=True)
+sinc = ops.sinc
+
+# MLX has no function (nor a composition as accurate) for these rows: on a gpu tensor
+# they raise lucid's cpu-only error naming the op.
+for _n in ("lgamma", "digamma", "i0", "erfcx", "log_ndtr", "ndtri", "sinc"):
+    core.schema(_n).gpu = None
+
+# lucid.<name> where torch has torch.<name> (the kernel rows export themselves)
+export(logit, method=True)
+export(xlogy, method=True)
 export(polygamma, method=lambda self, n: polygamma(n, self))
-del _fn
+export(i1, public=False)     # i0's graph-mode derivative
+del _n

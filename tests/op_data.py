@@ -65,6 +65,20 @@ UNARY_DATA = {
     "hardswish": _data("np.where(x <= -3, -0.0, np.where(x >= 3, x, x * (x + 3) / 6))", "x * min(max(x + 3, 0), 6) / 6", (-5.0, 5.0)),
     "gelu_tanh": _data("x * sp.expit(1.5957691216057308 * (x + 0.044715 * x ** 3))", "x / (1 + exp(-2 * sqrt(2 / pi) * (x + 0.044715 * x ** 3)))", (-8.0, 8.0)),
     "softsign": _data("x / (1 + np.abs(x))", "x / (1 + fabs(x))", (-10.0, 10.0)),
+    # torch's convention at -inf (scipy's gammaln gives -inf there); -log|x| for |x| < 1e-300,
+    # exact to double there (scipy's gammaln overflows to inf at the subnormals)
+    "lgamma": _data("np.where(x == -np.inf, np.inf, np.where(np.abs(x) < 1e-300, "
+                    "-np.log(np.abs(x)), sp.gammaln(x)))", "log(fabs(gamma(x)))", (0.1, 10.0)),
+    "digamma": _data("sp.psi(x)", "digamma(x)", (0.1, 10.0)),
+    # exact zeros at the nonzero integers (np.sinc rounds pi x there)
+    "sinc": _data("np.where(np.isfinite(x) & (x == np.round(x)) & (x != 0), 0.0, np.sinc(x))",
+                  "sincpi(x)", (-5.0, 5.0)),
+    "i0": _data("sp.i0(x)", "besseli(0, x)", (-10.0, 10.0)),
+    "erfcx": _data("sp.erfcx(x)", "exp(x * x) * erfc(x)", (-5.0, 10.0)),
+    # for x > 0, 1 - ncdf(-x) would need more bits than the oracle's working precision
+    "log_ndtr": _data("sp.log_ndtr(x)", "log(ncdf(x)) if x < 0 else log1p(-ncdf(-x))",
+                      (-20.0, 5.0)),
+    "ndtri": _data("sp.ndtri(x)", "sqrt(2) * erfinv(2 * x - 1)", (0.01, 0.99)),
     "abs": _data("np.abs(x)", "fabs(x)", (-10.0, 10.0)),
     "sign": _data("np.sign(np.nan_to_num(x))", "sign(x)", (-10.0, 10.0)),
     "floor": _data("np.floor(x)", "floor(x)", (-10.0, 10.0)),

@@ -213,6 +213,34 @@ UNARY = [
     _row("softsign", "Promote", "x", ("lv_softsignf", "lv_softsign"),
          "g / (((T)1 + FABS(x)) * ((T)1 + FABS(x)))", "g / ((1 + abs(x)) * (1 + abs(x)))",
          "x / (1 + |x|).", torch="nn.functional.softsign"),
+    # -- special functions (src/lucid_special.h; float32 computed in double, rounded once) --
+    _row("lgamma", "Promote", "x", ("lv_lgammaf", "lv_lgamma"), "g * lv_digamma_g(x)",
+         "g * digamma(x)", "log |Gamma(x)|; inf at 0 and at the negative integers."),
+    _row("digamma", "Promote", "x", ("lv_digammaf", "lv_digamma"), "g * lv_trigamma_g(x)",
+         "g * polygamma(1, x)",
+         "psi(x) = d/dx lgamma(x); -inf at +0, inf at -0, nan at the negative integers (as torch)."),
+    _row("sinc", "Promote", "x", ("lv_sincf", "lv_sinc"), "g * lv_sinc_grad_g(x)",
+         # at 0 the derivative is 0 and the second derivative -pi^2/3: the where branch
+         # -pi^2/3 x has both, so graph-mode derivatives stay right at 0 too
+         "g * where(x == 0, -3.289868133696453 * x, "
+         "(cos(3.141592653589793 * x) - sinc(x)) / where(x == 0, 1.0, x))",
+         "sin(pi x) / (pi x), 1 at 0."),
+    _row("i0", "Promote", "x", ("lv_i0f", "lv_i0"), "g * lv_i1_g(x)", "g * i1(x)",
+         "Modified Bessel function of the first kind, order 0 (inf at +-inf)."),
+    _row("erfcx", "Promote", "x", ("lv_erfcxf", "lv_erfcx"), "g * lv_erfcx_grad_g(x)",
+         "g * (2 * x * erfcx(x) - 1.1283791670955126)",
+         "Scaled complementary error function exp(x^2) erfc(x), without overflow for large x.",
+         torch="special.erfcx"),
+    _row("log_ndtr", "Promote", "x", ("lv_log_ndtrf", "lv_log_ndtr"), "g * lv_log_ndtr_grad_g(x)",
+         "g * where(x < 0, 0.7978845608028654 / erfcx(-0.7071067811865476 * x), "
+         "exp(-0.5 * (x * x) - log_ndtr(x)) * 0.3989422804014327)",
+         "log of the standard normal CDF, accurate far into the lower tail.",
+         torch="special.log_ndtr"),
+    _row("ndtri", "Promote", "y", ("lv_ndtrif", "lv_ndtri"),
+         "g * (T)2.5066282746310002 * EXP((T)0.5 * (y * y))",
+         "g * 2.5066282746310002 * exp(0.5 * (y * y))",
+         "The inverse of the standard normal CDF; -inf at 0, inf at 1, nan outside [0, 1].",
+         torch="special.ndtri"),
     # -- piecewise: kinks follow PyTorch (abs'(0) = 0, sign/round/... have zero gradient) --
     _row("abs", "Promote", "x", ("fabsf", "fabs"), "g * SIGN(x)", "g * sign(x)",
          "Absolute value; abs'(0) = 0.", ints=("np.abs(x)", None)),

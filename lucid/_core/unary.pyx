@@ -464,6 +464,198 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     return dispatch_unary(_S_nan_to_num, x, (nan, posinf, neginf))
 
 
+# -- element-wise ops with parameters, on C kernels ------------------------------------
+# hardtanh, celu, softplus(beta, threshold) and polygamma(n, x): the forward and the fused
+# backward are loops of src/lucid_vforce.c taking the parameters (two doubles); float16 and
+# bfloat16 go through the float32 kernels and are rounded once. The graph-mode formulas
+# are the nodes' grad_formula_impl.
+
+ctypedef void (*pf32_t)(float *, const float *, const int *, const double *) noexcept nogil
+ctypedef void (*pf64_t)(double *, const double *, const int *, const double *) noexcept nogil
+ctypedef void (*pg32_t)(float *, const float *, const float *, const int *, const double *) noexcept nogil
+ctypedef void (*pg64_t)(double *, const double *, const double *, const int *, const double *) noexcept nogil
+
+cdef extern from "lucid_vforce.h" nogil:
+    void lucid_vhardtanhf(float *y, const float *x, const int *n, const double *p)
+    void lucid_vhardtanh(double *y, const double *x, const int *n, const double *p)
+    void lucid_vhardtanh_gradf(float *gx, const float *g, const float *s, const int *n, const double *p)
+    void lucid_vhardtanh_grad(double *gx, const double *g, const double *s, const int *n, const double *p)
+    void lucid_vceluf(float *y, const float *x, const int *n, const double *p)
+    void lucid_vcelu(double *y, const double *x, const int *n, const double *p)
+    void lucid_vcelu_gradf(float *gx, const float *g, const float *s, const int *n, const double *p)
+    void lucid_vcelu_grad(double *gx, const double *g, const double *s, const int *n, const double *p)
+    void lucid_vsoftplus_betaf(float *y, const float *x, const int *n, const double *p)
+    void lucid_vsoftplus_beta(double *y, const double *x, const int *n, const double *p)
+    void lucid_vsoftplus_beta_gradf(float *gx, const float *g, const float *s, const int *n, const double *p)
+    void lucid_vsoftplus_beta_grad(double *gx, const double *g, const double *s, const int *n, const double *p)
+    void lucid_vpolygammaf(float *y, const float *x, const int *n, const double *p)
+    void lucid_vpolygamma(double *y, const double *x, const int *n, const double *p)
+    void lucid_vpolygamma_gradf(float *gx, const float *g, const float *s, const int *n, const double *p)
+    void lucid_vpolygamma_grad(double *gx, const double *g, const double *s, const int *n, const double *p)
+
+cdef struct ParamKernels:
+    pf32_t f32
+    pf64_t f64
+    pg32_t g32
+    pg64_t g64
+
+
+cdef ParamKernels _PK_hardtanh = ParamKernels(lucid_vhardtanhf, lucid_vhardtanh,
+                                              lucid_vhardtanh_gradf, lucid_vhardtanh_grad)
+cdef ParamKernels _PK_celu = ParamKernels(lucid_vceluf, lucid_vcelu, lucid_vcelu_gradf,
+                                          lucid_vcelu_grad)
+cdef ParamKernels _PK_softplus_beta = ParamKernels(
+    lucid_vsoftplus_betaf, lucid_vsoftplus_beta, lucid_vsoftplus_beta_gradf,
+    lucid_vsoftplus_beta_grad)
+cdef ParamKernels _PK_polygamma = ParamKernels(lucid_vpolygammaf, lucid_vpolygamma,
+                                               lucid_vpolygamma_gradf, lucid_vpolygamma_grad)
+
+
+cdef cnp.ndarray _param_run(const ParamKernels *k, cnp.ndarray x, cnp.ndarray g, tuple params):
+    """f(x; params), or with g the fused backward g f'(x; params), in x's dtype."""
+    cdef double p[2]
+    p[0] = params[0]
+    p[1] = params[1] if len(params) > 1 else 0.0
+    dt = x.dtype
+    comp = dt if (dt == np.float32 or dt == np.float64) else np.dtype(np.float32)
+    cdef cnp.ndarray xa = np.ascontiguousarray(x, dtype=comp)
+    cdef cnp.ndarray ga = None if g is None else np.ascontiguousarray(
+        np.broadcast_to(g, _shp(x)), dtype=comp)
+    cdef cnp.ndarray out = np.empty(_shp(x), dtype=comp)
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(xa), done = 0
+    cdef int m
+    cdef bint f32 = comp == np.float32
+    cdef char *yp = <char *>cnp.PyArray_DATA(out)
+    cdef char *xp = <char *>cnp.PyArray_DATA(xa)
+    cdef char *gp = NULL if ga is None else <char *>cnp.PyArray_DATA(ga)
+    cdef Py_ssize_t isz = cnp.PyArray_ITEMSIZE(xa)
+    with nogil:
+        while done < n:
+            m = <int>(n - done if n - done < _CHUNK else _CHUNK)
+            if gp == NULL:
+                if f32:
+                    k.f32(<float *>(yp + done * isz), <const float *>(xp + done * isz), &m, p)
+                else:
+                    k.f64(<double *>(yp + done * isz), <const double *>(xp + done * isz), &m, p)
+            elif f32:
+                k.g32(<float *>(yp + done * isz), <const float *>(gp + done * isz),
+                      <const float *>(xp + done * isz), &m, p)
+            else:
+                k.g64(<double *>(yp + done * isz), <const double *>(gp + done * isz),
+                      <const double *>(xp + done * isz), &m, p)
+            done += m
+    return out if comp == dt else out.astype(dt)
+
+
+cdef class ParamCPU(Kernel):
+    """The C kernels of an element-wise op with parameters."""
+    cdef const ParamKernels *k
+
+    cdef object run1(self, cnp.ndarray x, object params):
+        return _param_run(self.k, x, None, params)
+
+
+cdef OpSchema _param_schema(str name, const ParamKernels *k, int int_rule):
+    cdef OpSchema s = register(name, "Promote", 1, saves_input=True, int_rule=int_rule)
+    cdef ParamCPU c = ParamCPU.__new__(ParamCPU)
+    c.k = k
+    s.cpu = c
+    return s
+
+
+cdef class ParamBackward(PointwiseBackward):
+    """A saved input and the parameters; the eager backward is the op's fused C kernel."""
+    cdef const ParamKernels *_pk
+
+    cdef void _setup(self, OpSchema s, tuple inputs, Tensor out, object params) except *:
+        PointwiseBackward._setup(self, s, inputs, out, params)
+        self._pk = (<ParamCPU>s.cpu).k
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        return (_param_run(self._pk, self._saved_x.data(self), g, self.params),)
+
+
+cdef OpSchema _S_hardtanh = _param_schema("hardtanh", &_PK_hardtanh, INT_REJECT)
+cdef OpSchema _S_celu = _param_schema("celu", &_PK_celu, INT_REJECT)
+cdef OpSchema _S_softplus_beta = _param_schema("softplus_beta", &_PK_softplus_beta, INT_REJECT)
+cdef OpSchema _S_polygamma = _param_schema("polygamma", &_PK_polygamma, INT_TO_FLOAT)
+
+
+cdef class HardtanhBackward(ParamBackward):
+    """Backward of hardtanh: g strictly between min_val and max_val, 0 elsewhere."""
+    schema_v1 = _S_hardtanh
+
+    def grad_formula_impl(self, g, x):
+        lo, hi = self.params
+        return ops.where((x > lo) & (x < hi), g, 0.0)
+
+
+cdef class CeluBackward(ParamBackward):
+    """Backward of celu: g where x > 0, g * exp(x / alpha) elsewhere."""
+    schema_v1 = _S_celu
+
+    def grad_formula_impl(self, g, x):
+        (alpha,) = self.params
+        return ops.where(x > 0, g, g * exp(ops.minimum(x, 0.0) / alpha))
+
+
+cdef class SoftplusBetaBackward(ParamBackward):
+    """Backward of softplus(beta, threshold): g where beta x > threshold, else
+    g * sigmoid(beta x)."""
+    schema_v1 = _S_softplus_beta
+
+    def grad_formula_impl(self, g, x):
+        beta, threshold = self.params
+        return ops.where(x * beta > threshold, g, g * sigmoid(x * beta))
+
+
+cdef class PolygammaBackward(ParamBackward):
+    """Backward of polygamma(n, x): g * polygamma(n + 1, x)."""
+    schema_v1 = _S_polygamma
+
+    def grad_formula_impl(self, g, x):
+        (n,) = self.params
+        return g * _polygamma(int(n) + 1, x)
+
+
+_S_hardtanh._bind(HardtanhBackward)
+_S_celu._bind(CeluBackward)
+_S_softplus_beta._bind(SoftplusBetaBackward)
+_S_polygamma._bind(PolygammaBackward)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0):
+    """min(max(x, min_val), max_val); nan passes through."""
+    lo = _float_arg(min_val, "hardtanh", "min_val")
+    hi = _float_arg(max_val, "hardtanh", "max_val")
+    if lo > hi:
+        raise ValueError(f"hardtanh: min_val ({lo}) cannot be greater than max_val ({hi})")
+    return dispatch_unary(_S_hardtanh, input, (lo, hi))
+
+
+def celu(input, alpha=1.0):
+    """x where x > 0, alpha * (exp(x / alpha) - 1) elsewhere."""
+    a = _float_arg(alpha, "celu", "alpha")
+    if a == 0:
+        raise ValueError("celu: alpha must not be 0 (the formula divides by it)")
+    return dispatch_unary(_S_celu, input, (a,))
+
+
+def softplus_beta(input, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta x)) / beta, and x where beta x > threshold (torch's softplus)."""
+    b = _float_arg(beta, "softplus", "beta")
+    t = _float_arg(threshold, "softplus", "threshold")
+    if b == 0:
+        raise ValueError("softplus: beta must not be 0 (the formula divides by it)")
+    return dispatch_unary(_S_softplus_beta, input, (b, t))
+
+
+def _polygamma(n, input):
+    """polygamma(n, x): the n-th derivative of digamma (n >= 0 an int); lucid.special
+    checks n."""
+    return dispatch_unary(_S_polygamma, input, (float(n),))
+
+
 def gelu(input, approximate="none"):
     """Exact GELU, x * Phi(x) = x/2 * erfc(-x/sqrt(2)) (``approximate="none"``), or its
     tanh approximation (``approximate="tanh"``)."""

@@ -20,6 +20,7 @@ import numpy as np
 import lucid
 from lucid._core import linalg as _linalg_ops
 from lucid._core import reduce as _reduce_ops
+from lucid._core import unary as _unary
 from lucid.nn import _im2col
 
 _reduction_names = ("none", "mean", "sum")
@@ -109,8 +110,8 @@ def selu(input, inplace=False):
 
 
 def celu(input, alpha=1.0, inplace=False):
-    return lucid.maximum(input, _const(0.0, input)) + lucid.minimum(
-        _const(0.0, input), alpha * lucid.expm1(input / alpha))
+    """x for x > 0, alpha * (exp(x / alpha) - 1) elsewhere: one C kernel."""
+    return _unary.celu(input, alpha)
 
 
 def gelu(input, approximate="none"):
@@ -142,7 +143,8 @@ def hardswish(input, inplace=False):
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    return lucid.clamp(input, min_val, max_val)
+    """min(max(x, min_val), max_val): one C kernel; the gradient is 0 at the bounds."""
+    return _unary.hardtanh(input, min_val, max_val)
 
 
 def softsign(input):
@@ -150,12 +152,9 @@ def softsign(input):
 
 
 def softplus(input, beta=1.0, threshold=20.0):
-    """``log(1 + exp(beta x)) / beta``, linear where ``beta x > threshold`` (as torch)."""
-    if beta == 1.0:
-        sp = lucid.softplus(input)
-    else:
-        sp = lucid.softplus(input * beta) / beta
-    return lucid.where(input * beta > threshold, input, sp)
+    """``log(1 + exp(beta x)) / beta``, linear where ``beta x > threshold`` (as torch):
+    one C kernel."""
+    return _unary.softplus_beta(input, beta, threshold)
 
 
 def logsigmoid(input):

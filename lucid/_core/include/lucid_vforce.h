@@ -73,6 +73,20 @@ LV_DECLARE_BINARY(maximum)
 LV_DECLARE_BINARY(minimum)
 LV_DECLARE_BINARY(logaddexp)
 
+/* Element-wise ops with parameters (src/lucid_vforce.c, driven by unary.pyx): y = f(x; p)
+ * and gx = g f'(x; p), p pointing at two doubles. */
+#define LV_DECLARE_PARAM(name)                                                  \
+    void lucid_v##name##f(float *y, const float *x, const int *n, const double *p); \
+    void lucid_v##name(double *y, const double *x, const int *n, const double *p); \
+    void lucid_v##name##_gradf(float *gx, const float *g, const float *s,       \
+                               const int *n, const double *p);                  \
+    void lucid_v##name##_grad(double *gx, const double *g, const double *s,     \
+                              const int *n, const double *p);
+LV_DECLARE_PARAM(hardtanh)
+LV_DECLARE_PARAM(celu)
+LV_DECLARE_PARAM(softplus_beta)
+LV_DECLARE_PARAM(polygamma)
+
 /* y = -x (also neg's backward). */
 void lucid_vnegf(float *y, const float *x, const int *n);
 void lucid_vneg(double *y, const double *x, const int *n);

@@ -72,6 +72,12 @@ LV_SIMD_PAIR(cbrt)
 #define lv_silu_grad_g(v) LV_GENERIC(v, lv_silu_gradf, lv_silu_grad)
 #define lv_gelu_tanh_grad_g(v) LV_GENERIC(v, lv_gelu_tanh_gradf, lv_gelu_tanh_grad)
 #define lv_gelu_grad_g(v) LV_GENERIC(v, lv_gelu_gradf, lv_gelu_grad)
+#define lv_digamma_g(v) LV_GENERIC(v, lv_digammaf, lv_digamma)
+#define lv_trigamma_g(v) LV_GENERIC(v, lv_trigammaf, lv_trigamma)
+#define lv_sinc_grad_g(v) LV_GENERIC(v, lv_sinc_gradf, lv_sinc_grad)
+#define lv_i1_g(v) LV_GENERIC(v, lv_i1f, lv_i1)
+#define lv_erfcx_grad_g(v) LV_GENERIC(v, lv_erfcx_gradf, lv_erfcx_grad)
+#define lv_log_ndtr_grad_g(v) LV_GENERIC(v, lv_log_ndtr_gradf, lv_log_ndtr_grad)
 
 /* lucid's own element-wise functions: forward kernels for rows whose function is
  * not in libm. Each is written once for a type T and instantiated for float and
@@ -456,7 +462,8 @@ static inline double lv_gelu_grad(double x)
     return 0.5 * erfc(-(x * 0.7071067811865476)) + (xc * 0.3989422804014327) * ((S * em1 + S) * 0x1p-600);
 }
 
-/* lucid's own special functions (erfinv): static inline element functions. */
+/* lucid's own special functions (erfinv, the gamma family, sinc, i0, erfcx, log_ndtr,
+ * ndtri): static inline element functions. */
 #include "lucid_special.h"
 
 
@@ -546,3 +553,73 @@ LUCID_UNARY_OPS
 #undef LV_OP_X
 #undef LV_OP_Y
 #undef LV_OP_0
+
+
+/* ---- element-wise ops with parameters ---------------------------------------------
+ * y = f(x; p[0], p[1]) and the fused backward gx = g f'(x; p), in the same padded
+ * blocks as the table rows (unary.pyx: hardtanh, celu, softplus(beta, threshold),
+ * polygamma(n, x)). */
+#define LV_PMAP1(fname, TYPE, EXPR)                                             \
+    LV_CLONES void fname(TYPE *y, const TYPE *x, const int *np, const double *p) \
+    {                                                                           \
+        typedef TYPE T;                                                         \
+        const T p0 = (T)p[0], p1 = (T)p[1];                                     \
+        const ptrdiff_t n = *np;                                                \
+        const ptrdiff_t nfull = n - n % LV_BLOCK;                               \
+        (void)p0; (void)p1;                                                     \
+        if (nfull < n) {                                                        \
+            T xb[LV_BLOCK] = {0}, yb[LV_BLOCK];                                 \
+            memcpy(xb, x + nfull, (size_t)(n - nfull) * sizeof(T));             \
+            _Pragma("omp simd")                                                 \
+            for (int j = 0; j < LV_BLOCK; j++) { T v = xb[j]; yb[j] = (EXPR); }  \
+            memcpy(y + nfull, yb, (size_t)(n - nfull) * sizeof(T));             \
+        }                                                                       \
+        for (ptrdiff_t i = nfull - LV_BLOCK; i >= 0; i -= LV_BLOCK) {           \
+            _Pragma("omp simd")                                                 \
+            for (int j = 0; j < LV_BLOCK; j++) { T v = x[i + j]; y[i + j] = (EXPR); } \
+        }                                                                       \
+    }
+#define LV_PMAP2(fname, TYPE, EXPR)                                             \
+    LV_CLONES void fname(TYPE *gx, const TYPE *gp, const TYPE *sp, const int *np, \
+                         const double *p)                                       \
+    {                                                                           \
+        typedef TYPE T;                                                         \
+        const T p0 = (T)p[0], p1 = (T)p[1];                                     \
+        const ptrdiff_t n = *np;                                                \
+        const ptrdiff_t nfull = n - n % LV_BLOCK;                               \
+        (void)p0; (void)p1;                                                     \
+        if (nfull < n) {                                                        \
+            T gb[LV_BLOCK] = {0}, sb[LV_BLOCK] = {0}, ob[LV_BLOCK];             \
+            memcpy(gb, gp + nfull, (size_t)(n - nfull) * sizeof(T));            \
+            memcpy(sb, sp + nfull, (size_t)(n - nfull) * sizeof(T));            \
+            _Pragma("omp simd")                                                 \
+            for (int j = 0; j < LV_BLOCK; j++) { T g = gb[j], x = sb[j]; ob[j] = (EXPR); } \
+            memcpy(gx + nfull, ob, (size_t)(n - nfull) * sizeof(T));            \
+        }                                                                       \
+        for (ptrdiff_t i = nfull - LV_BLOCK; i >= 0; i -= LV_BLOCK) {           \
+            _Pragma("omp simd")                                                 \
+            for (int j = 0; j < LV_BLOCK; j++) {                                \
+                T g = gp[i + j], x = sp[i + j];                                 \
+                gx[i + j] = (EXPR);                                             \
+            }                                                                   \
+        }                                                                       \
+    }
+#define LV_POP(name, fwd, grad)                                                 \
+    LV_PMAP1(lucid_v##name##f, float, fwd) LV_PMAP1(lucid_v##name, double, fwd) \
+    LV_PMAP2(lucid_v##name##_gradf, float, grad) LV_PMAP2(lucid_v##name##_grad, double, grad)
+
+/* hardtanh: min(max(x, lo), hi), nan passes; the gradient is g strictly inside (lo, hi). */
+LV_POP(hardtanh, v < p0 ? p0 : (v > p1 ? p1 : v), x > p0 && x < p1 ? g : (T)0)
+/* celu: x for x > 0, alpha expm1(x / alpha) elsewhere (alpha != 0, checked by the caller). */
+LV_POP(celu, v > 0 ? v : p0 * LV_GENERIC(v / p0, expm1f, expm1),
+       x > 0 ? g : g * EXP((x > 0 ? (T)0 : x) / p0))
+/* softplus(beta, threshold): x where beta x > threshold, else
+ * (max(beta x, 0) + log1p(e^-|beta x|)) / beta, which does not overflow. */
+LV_POP(softplus_beta, v * p0 > p1 ? v : lv_softplus_g(v * p0) / p0,
+       x * p0 > p1 ? g : g * lv_sigmoid_g(x * p0))
+/* polygamma(n, x), n = p[0]: digamma for n = 0; computed in double, rounded once. */
+static inline double lv_polygamma_any(double n, double x)
+{
+    return n == 0.0 ? lv_digamma(x) : lv_polygamma_n((int)n, x);
+}
+LV_POP(polygamma, (T)lv_polygamma_any(p[0], (double)v), g * (T)lv_polygamma_any(p[0] + 1.0, (double)x))
