@@ -74,7 +74,8 @@ UNARY_DATA = {
     "sinc": _data("np.where(np.isfinite(x) & (x == np.round(x)) & (x != 0), 0.0, np.sinc(x))",
                   "sincpi(x)", (-5.0, 5.0)),
     "i0": _data("sp.i0(x)", "besseli(0, x)", (-10.0, 10.0)),
-    "erfcx": _data("sp.erfcx(x)", "exp(x * x) * erfc(x)", (-5.0, 10.0)),
+    # erfcx(-3) = 1.6e4: the float16 tests under autocast hold it (erfcx(-5) overflows)
+    "erfcx": _data("sp.erfcx(x)", "exp(x * x) * erfc(x)", (-3.0, 10.0)),
     # for x > 0, 1 - ncdf(-x) would need more bits than the oracle's working precision
     "log_ndtr": _data("sp.log_ndtr(x)", "log(ncdf(x)) if x < 0 else log1p(-ncdf(-x))",
                       (-20.0, 5.0)),
