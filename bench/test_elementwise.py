@@ -172,7 +172,12 @@ PARALLEL_MIN = 2**15               # below this neither lucid nor torch threads 
 SMOKE_MAX = 2**18 + 7
 
 # Loose: catches wrong math / wrong dtype, not last-ulp differences.
-TOL = {"float32": dict(rtol=1e-3, atol=1e-5), "float64": dict(rtol=1e-7, atol=1e-10)}
+TOL = {"float32": dict(rtol=1e-3, atol=1e-5), "float64": dict(rtol=1e-7, atol=1e-10),
+       "peer_loose": dict(rtol=1e-3, atol=1e-3)}
+# Peers' results known to be less accurate than the float32 tolerance: (peer, op, mode).
+# torch evaluates sinc's derivative (cos(pi x) - sinc(x)) / x in float32, which cancels:
+# absolute errors up to 3.4e-4 where the derivative crosses zero (28 of 1e5 points).
+PEER_LOOSE = {("torch", "sinc", "fwd_bwd")}
 
 
 def _in_matrix(op: Op, size: str, mode: str, threads: int) -> bool:
@@ -490,6 +495,8 @@ def test_elementwise(request, benchmark, op_name, size, dtype, mode, threads, pe
     elif peer.checked:
         # MLX's float64 transcendentals (on its CPU stream) are only float32-accurate
         ptol = "float32" if peer_name == "mlx" else None
+        if (peer_name, op_name, mode) in PEER_LOOSE:
+            ptol = "peer_loose"
         _check(got, ref, a, f"{peer_name} {what} vs float64 reference", dtype=False, tol=ptol)
         if lucid_ok:
             mine = _cache.get("lucid", data_key + (mode, threads), lucid_res)

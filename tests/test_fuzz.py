@@ -299,6 +299,8 @@ def test_fuzz_unary(row, data):
     if e_t is not None or e_l is not None:
         if e_l is None and a.dtype.kind in "biu":
             return      # lucid computes integer inputs of float ops as float32; torch refuses some
+        if e_l is None and isinstance(e_t, NotImplementedError) and "not implemented for" in str(e_t):
+            return      # torch has no kernel for this dtype (erfcx, log_ndtr, ndtri of float16)
         assert e_l is not None and e_t is not None, (row["name"], a.dtype, e_l, e_t)
         return
     want_dt = str(r_t.dtype).split(".")[1]

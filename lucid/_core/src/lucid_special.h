@@ -360,8 +360,8 @@ LV_INLINE float lv_trigammaf(float x) { return (float)lv_polygamma_n(1, (double)
 
 /* ---- sinc(x) = sin(pi x) / (pi x), 1 at 0 --------------------------------------
  * sin(pi x) through the exact reduction, so sinc keeps its relative accuracy near
- * every integer (+0 there); |x| < 1e-4: 1 - z^2/6 + z^4/120, z = pi x; nan at +-inf, as
- * torch and NumPy (sin(pi x) has no value there). The derivative
+ * every integer (+0 there); |x| < 1e-4: 1 - z^2/6 + z^4/120, z = pi x; 0 at +-inf, the
+ * limit (torch gives nan). The derivative
  * (cos(pi x) - sinc(x)) / x cancels near 0: there (|x| < 1/4) its Taylor series,
  * -pi z sum (-1)^(k-1) 2k z^(2k-2) / (2k+1)!. */
 LV_INLINE double lv_sinc(double x)
@@ -371,7 +371,8 @@ LV_INLINE double lv_sinc(double x)
     double px = 3.141592653589793 * x;
     double z2 = px * px;
     double small = 1.0 - z2 * (1.0 / 6.0 - z2 * (1.0 / 120.0));
-    return fabs(x) < 1e-4 ? small : s / px + 0.0;       /* +0 at the integers */
+    double r = fabs(x) < 1e-4 ? small : s / px + 0.0;   /* +0 at the integers */
+    return fabs(x) == INFINITY ? 0.0 : r;                /* the limit (torch: nan) */
 }
 LV_INLINE float lv_sincf(float x) { return (float)lv_sinc((double)x); }
 LV_INLINE double lv_sinc_grad(double x)
@@ -392,7 +393,8 @@ LV_INLINE double lv_sinc_grad(double x)
     q = -(q * z2) + 1.0 / 30.0;
     q = -(q * z2) + 1.0 / 3.0;
     double near = -3.141592653589793 * px * q;
-    return fabs(x) < 0.25 ? near : far;
+    double r = fabs(x) < 0.25 ? near : far;
+    return fabs(x) == INFINITY ? 0.0 : r;
 }
 LV_INLINE float lv_sinc_gradf(float x) { return (float)lv_sinc_grad((double)x); }
 
