@@ -71,10 +71,6 @@ cdef void _where_run(void *job, char *z, const char **p, Py_ssize_t m, Py_ssize_
     lucid_where(<int>j.isz[1], z, <const cnp.npy_bool *>p[0], p[1], p[2], m, n, j.st)
 
 
-cdef inline cnp.ndarray _arr_of(object x):
-    return <cnp.ndarray>x if type(x) is np.ndarray else <cnp.ndarray>np.asarray(x)
-
-
 cdef class CompareCPU(Kernel):
     """A comparison's CPU forward: lucid's kernel for float32 / float64 operands in the
     layouts of _bcast2d.pxi, else the NumPy ufunc (other dtypes, other layouts)."""
@@ -85,7 +81,7 @@ cdef class CompareCPU(Kernel):
         cdef cnp.ndarray xa, xb
         cdef _Job2D j
         if dt.typenum == cnp.NPY_FLOAT or dt.typenum == cnp.NPY_DOUBLE:
-            xa, xb = _arr_of(a), _arr_of(b)
+            xa, xb = _as_ndarray(a), _as_ndarray(b)
             if cnp.PyArray_TYPE(xa) == dt.typenum and cnp.PyArray_TYPE(xb) == dt.typenum:
                 arrs = (xa, xb)
                 shape = _bshape_of(arrs)
@@ -105,7 +101,7 @@ cdef CompareCPU _cmp_kernel(str name, object ufunc):
 cdef object _where_cpu(cnp.ndarray c, object a, object b, DType dt):
     """where(c, a, b) on the CPU: lucid's select for the layouts of _bcast2d.pxi (any
     dtype: it copies bits), else NumPy's."""
-    cdef cnp.ndarray xa = _arr_of(a), xb = _arr_of(b)
+    cdef cnp.ndarray xa = _as_ndarray(a), xb = _as_ndarray(b)
     cdef _Job2D j
     if cnp.PyArray_TYPE(c) == cnp.NPY_BOOL and cnp.PyArray_TYPE(xa) == dt.typenum and \
             cnp.PyArray_TYPE(xb) == dt.typenum and cnp.PyArray_ITEMSIZE(xa) in (1, 2, 4, 8):

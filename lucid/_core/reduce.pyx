@@ -1020,9 +1020,10 @@ def norm(input, p="fro", dim=None, keepdim=False, *, axis=None, keepdims=None):
         if _recording(x):
             (<NormBackward>record(_S_norm, y, (x,), (axes, keepdim)))._p = pv
         return y
-    r = _norm_kernel(_compute_arr(x), pv, axes, keepdim)
+    xa = _compute_arr(x)
+    r = _norm_kernel(xa, pv, axes, keepdim)
     if r is None:
-        a = _as_ndarray(np.abs(_compute_arr(x)))
+        a = _as_ndarray(np.abs(xa))
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             if pv == np.inf:
                 r = np.max(a, axis=axes, keepdims=keepdim, initial=0)

@@ -82,18 +82,24 @@ static int la_class(size_t n, size_t *cap)
     return cls;
 }
 
-static void *la_system(size_t cap, int cls)
+/* The header of a fresh block at base: not in a list, class cls, from the arena or not. */
+static la_hdr *la_header(void *base, size_t cap, int cls, int arena)
 {
-    void *base;
-    if (cap > SIZE_MAX - LA_HEADER || posix_memalign(&base, LA_HEADER, LA_HEADER + cap) != 0)
-        return NULL;
     la_hdr *h = (la_hdr *)base;
     h->next = NULL;
     h->cap = cap;
     h->magic = LA_MAGIC;
     h->cls = (int16_t)cls;
-    h->arena = 0;
-    return (char *)base + LA_HEADER;
+    h->arena = (int16_t)arena;
+    return h;
+}
+
+static void *la_system(size_t cap, int cls)
+{
+    void *base;
+    if (cap > SIZE_MAX - LA_HEADER || posix_memalign(&base, LA_HEADER, LA_HEADER + cap) != 0)
+        return NULL;
+    return (char *)la_header(base, cap, cls, 0) + LA_HEADER;
 }
 
 /* A block of class cls carved from the arena, or NULL if it has no room (or the block
@@ -103,13 +109,8 @@ static la_hdr *la_carve(size_t cap, int cls)
     size_t room = (size_t)(A.end - A.top), whole = (size_t)(A.end - A.arena);
     if (!A.arena || cap > room || room - cap < LA_HEADER || cap > whole / 4)
         return NULL;
-    la_hdr *h = (la_hdr *)A.top;
+    la_hdr *h = la_header(A.top, cap, cls, 1);
     A.top += LA_HEADER + cap;
-    h->next = NULL;
-    h->cap = cap;
-    h->magic = LA_MAGIC;
-    h->cls = (int16_t)cls;
-    h->arena = 1;
     return h;
 }
 
