@@ -333,14 +333,8 @@ round = ops.round
 
 sinc = ops.sinc
 
-# MLX has no function (nor a composition as accurate) for these rows: on a gpu tensor
-# they raise lucid's cpu-only error naming the op.
-for _n in ("lgamma", "digamma", "i0", "erfcx", "log_ndtr", "ndtri", "sinc"):
-    core.schema(_n).gpu = None
-
 # lucid.<name> where torch has torch.<name> (the kernel rows export themselves)
 export(logit, method=True)
 export(xlogy, method=True)
 export(polygamma, method=lambda self, n: polygamma(n, self))
 export(i1, public=False)     # i0's graph-mode derivative
-del _n

@@ -58,8 +58,9 @@ class _Lazy:
 
 
 def _attach(name, args, expr):
+    """The row's gpu kernel; expr None: the row has none (the cpu-only error)."""
     s = core.schema(name)
-    s.gpu = _Lazy(s, args, expr)
+    s.gpu = None if expr is None else _Lazy(s, args, expr)
 
 
 for _r in optable.UNARY:
