@@ -38,7 +38,7 @@ JOBS = max(1, min(8, os.cpu_count() or 1))
 MODULES = {
     "core": "lucid_core_kernels",
     "unary": ["lucid_unary_kernels", "lucid_compare_kernels"],
-    "binary": "lucid_binary_kernels",
+    "binary": ["lucid_binary_kernels", "lucid_compare_kernels"],
     "compare": "lucid_compare_kernels",
     "reduce": "lucid_reduce_kernels",
     "shape": None,
@@ -50,7 +50,7 @@ KERNELS = {
     "lucid_unary_kernels": ["lucid_vforce.c", "lucid_half.c"],
     "lucid_binary_kernels": ["lucid_binary.c", "lucid_half.c"],
     "lucid_reduce_kernels": ["lucid_reduce.c"],
-    "lucid_compare_kernels": ["lucid_compare.c"],   # comparisons, where, clamp
+    "lucid_compare_kernels": ["lucid_compare.c"],   # comparisons, where, clamp, 2-D arithmetic
 }
 
 # Templates rendered from the op tables: template -> output.

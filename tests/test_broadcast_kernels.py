@@ -15,7 +15,11 @@ SHAPES = [((1000, 100), (100,)), ((1000, 100), (1, 100)), ((1000, 100), (1000, 1
           ((100,), (1000, 100)), ((1000, 1), (1000, 100)), ((1000, 100), ()),
           ((10, 20, 30), (30,)), ((10, 20, 30), (20, 30)), ((10, 20, 30), (10, 20, 1)),
           ((10, 20, 30), (10, 1, 1)), ((64, 1), (1, 48)), ((1, 48), (64, 1)),
-          ((5, 0, 20), (20,)), ((3, 17), (17,)), ((300, 40), (40,)), ((7, 2100), (2100,))]
+          ((5, 0, 20), (20,)), ((3, 17), (17,)), ((300, 40), (40,)), ((7, 2100), (2100,)),
+          # outer dims around an m x n split (_bcast2d.pxi); rows shorter than 16 for the
+          # kernels with a call per row, and more outer dims than a plan takes (NumPy)
+          ((10, 1, 100), (1, 100, 1)), ((3, 1, 5, 40), (1, 4, 1, 40)), ((2, 3, 4, 5, 6), (3, 1, 5, 1)),
+          ((6, 1, 3), (1, 5, 1)), ((2, 1) * 5, (1, 2) * 5), ((4, 1, 30), (1, 6, 1))]
 ARITH = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide}
 FUSED = ["maximum", "minimum", "atan2", "hypot", "logaddexp", "pow"]
 DTYPES = [np.float32, np.float64]
@@ -53,7 +57,9 @@ def test_values_and_gradients(op, dt, sa, sb):
 
 @pytest.mark.parametrize("op", ["mul", "div", "maximum", "hypot"])
 @pytest.mark.parametrize("sa,sb", [((2000, 300), (300,)), ((2000, 300), (2000, 1)),
-                                   ((300, 2000), (2000,)), ((40, 50, 60), (50, 60))], ids=str)
+                                   ((300, 2000), (2000,)), ((40, 50, 60), (50, 60)),
+                                   ((40, 1, 600), (1, 50, 600)), ((30, 1, 40), (1, 200, 1))],
+                         ids=str)
 def test_same_bits_for_any_thread_count(op, sa, sb):
     a, b = _pair(sa, sb, np.float32, seed=3)
     ta, tb = lucid.tensor(a, requires_grad=True), lucid.tensor(b, requires_grad=True)
@@ -108,7 +114,7 @@ def test_ieee_specials_in_broadcast_rows():
 
 @pytest.mark.parametrize("sa,sb", list(itertools.product([(4, 1, 30), (1, 6, 30)],
                                                          [(6, 1), (30,)])), ids=str)
-def test_shapes_that_need_numpy_route(sa, sb):
+def test_3d_broadcasts_of_rows_and_columns(sa, sb):
     a, b = _pair(sa, sb, np.float64)
     np.testing.assert_array_equal((lucid.tensor(a) - lucid.tensor(b)).numpy(), a - b)
 

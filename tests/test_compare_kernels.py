@@ -1,7 +1,7 @@
 """Comparisons, where, masked_fill and clamp in lucid's own kernels (src/lucid_compare.c):
 values against NumPy and torch over the same shapes, a row, a column, a scalar tensor, a
-Python number, the outer broadcast, and the layouts that go to NumPy (strided operands,
-3-D broadcasts); IEEE specials (nan, +-0, +-inf); the same bits for any thread count;
+Python number, the outer broadcast, broadcasts over more dims (outer dims around those),
+and the layouts that go to NumPy (strided operands, more than 8 outer dims); IEEE specials (nan, +-0, +-inf); the same bits for any thread count;
 every dtype; gradients of where / clamp against torch."""
 import numpy as np
 import pytest
@@ -15,7 +15,11 @@ SHAPES = [((1000, 100), (1000, 100)), ((1000, 100), (100,)), ((1000, 100), (1, 1
           ((1000, 100), ()), ((), (1000, 100)), ((10, 20, 30), (30,)),
           ((10, 20, 30), (20, 30)), ((10, 20, 30), (10, 20, 1)), ((10, 20, 30), (10, 1, 1)),
           ((64, 1), (1, 48)), ((1, 48), (64, 1)), ((5, 0, 20), (20,)), ((3, 17), (17,)),
-          ((4, 1, 30), (1, 6, 1)), ((7,), (7,)), ((), ())]
+          ((4, 1, 30), (1, 6, 1)), ((7,), (7,)), ((), ())] + [
+          # outer dims around an m x n split (_bcast2d.pxi), and more outer dims than a
+          # plan takes (NumPy's route)
+          ((10, 1, 100), (1, 100, 1)), ((3, 1, 5, 40), (1, 4, 1, 40)), ((2, 3, 4, 5, 6), (3, 1, 5, 1)),
+          ((6, 1, 3), (1, 5, 1)), ((2, 1) * 5, (1, 2) * 5)]
 CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
        "gt": np.greater, "ge": np.greater_equal}
 FLOATS = [np.float32, np.float64]
@@ -94,12 +98,15 @@ def test_bad_shapes_raise():
         lucid.where(lucid.ones((3, 4)) > 0, lucid.ones((3, 4)), lucid.ones((5,)))
     with pytest.raises(lucid.ShapeError):
         lucid.clamp(lucid.ones((3, 4)), lucid.zeros((2, 3, 4)))
+    with pytest.raises(lucid.ShapeError):     # a bound wider than the input in a middle dim
+        lucid.clamp(lucid.ones((4, 1, 6)), lucid.zeros((1, 5, 6)), lucid.ones((1, 5, 6)))
 
 
 # -- the same bits for any thread count (large enough to be split) -------------------------
 
 @pytest.mark.parametrize("sa,sb", [((2000, 300), (300,)), ((2000, 300), (2000, 1)),
-                                   ((1, 300000), (1, 300000)), ((600000,), ())], ids=str)
+                                   ((1, 300000), (1, 300000)), ((600000,), ()),
+                                   ((40, 50, 600), (1, 50, 1))], ids=str)
 def test_same_bits_for_any_thread_count(sa, sb):
     a = np.random.default_rng(9).standard_normal(sa).astype(np.float32)
     b = np.asarray(np.random.default_rng(10).standard_normal(sb)).astype(np.float32)

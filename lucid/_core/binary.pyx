@@ -269,7 +269,7 @@ cdef tuple _bshape(cnp.ndarray a, cnp.ndarray b):
         return sb
     if cnp.PyArray_SIZE(b) == 1 and cnp.PyArray_NDIM(b) <= cnp.PyArray_NDIM(a):
         return sa
-    return np.broadcast_shapes(sa, sb)
+    return _bshape_of((a, b))
 
 
 cdef int _bc_mode(cnp.ndarray a, cnp.ndarray b, tuple shape):
@@ -286,7 +286,7 @@ cdef int _bc_mode(cnp.ndarray a, cnp.ndarray b, tuple shape):
     return -1
 
 
-# -- row and column broadcasts ---------------------------------------------------------
+# -- row and column broadcasts of the fused backwards (forwards: _bcast2d.pxi) -----------
 # An output of `shape` is seen as M rows of N (the dims before and after a split k).
 # Each C-contiguous operand is then FULL (M x N), a ROW (N values, the same for every
 # row: (N,), (1, N)), a COL (M values, one per row: (M, 1)) or ONE value. Row i is one
@@ -353,7 +353,6 @@ cdef bint _split_rows(cnp.ndarray a, cnp.ndarray b, tuple shape, Py_ssize_t *m,
 cdef struct _RowJob:
     const BinaryKernels *k
     int num, ka, kb
-    char *z
     char *ga
     char *gb
     const char *g
@@ -375,7 +374,7 @@ cdef inline const char *_row_of(const char *x, int kind, Py_ssize_t i, Py_ssize_
 
 
 cdef void _rows_piece(void *ctx, Py_ssize_t c) noexcept nogil:
-    """Rows [c * rows, (c + 1) * rows) of a forward (z != NULL) or a fused backward."""
+    """Rows [c * rows, (c + 1) * rows) of a fused backward."""
     cdef _RowJob *j = <_RowJob *>ctx
     cdef Py_ssize_t i, off
     cdef Py_ssize_t end = (c + 1) * j.rows if (c + 1) * j.rows < j.m else j.m
@@ -390,24 +389,17 @@ cdef void _rows_piece(void *ctx, Py_ssize_t c) noexcept nogil:
             off = i * j.n * j.isz
             pa = j.tile if j.ka == _ROW else j.a + off
             pb = j.tile if j.kb == _ROW else j.b + off
-            if j.z != NULL:
-                _bin_run(j.k, j.num, j.z + off, pa, pb, cnt * j.n, LV_BC_NONE, j.isz)
-            else:
-                _bgrad_run(j.k, j.num, j.ga + off if j.ga != NULL else NULL,
-                           j.gb + off if j.gb != NULL else NULL, j.g + off, pa, pb,
-                           j.y + off if j.y != NULL else NULL, cnt * j.n, LV_BC_NONE, j.isz)
+            _bgrad_run(j.k, j.num, j.ga + off if j.ga != NULL else NULL,
+                       j.gb + off if j.gb != NULL else NULL, j.g + off, pa, pb,
+                       j.y + off if j.y != NULL else NULL, cnt * j.n, LV_BC_NONE, j.isz)
             i += cnt
         return
     for i in range(c * j.rows, end):
         off = i * j.n * j.isz
-        if j.z != NULL:
-            _bin_run(j.k, j.num, j.z + off, _row_of(j.a, j.ka, i, j.n, j.isz),
-                     _row_of(j.b, j.kb, i, j.n, j.isz), j.n, bc, j.isz)
-        else:
-            _bgrad_run(j.k, j.num, j.ga + off if j.ga != NULL else NULL,
-                       j.gb + off if j.gb != NULL else NULL, j.g + off,
-                       _row_of(j.a, j.ka, i, j.n, j.isz), _row_of(j.b, j.kb, i, j.n, j.isz),
-                       j.y + off if j.y != NULL else NULL, j.n, bc, j.isz)
+        _bgrad_run(j.k, j.num, j.ga + off if j.ga != NULL else NULL,
+                   j.gb + off if j.gb != NULL else NULL, j.g + off,
+                   _row_of(j.a, j.ka, i, j.n, j.isz), _row_of(j.b, j.kb, i, j.n, j.isz),
+                   j.y + off if j.y != NULL else NULL, j.n, bc, j.isz)
 
 
 cdef void _rows_run(_RowJob *j) noexcept nogil:
@@ -451,6 +443,50 @@ cdef void _rows_go(_RowJob *j):
             _rows_run(j)
 
 
+include "_bcast2d.pxi"
+
+cdef extern from *:
+    """
+    void lucid_arith2d_f32(int, float *, const float *, const float *, ptrdiff_t, ptrdiff_t,
+                           const ptrdiff_t *);
+    void lucid_arith2d_f64(int, double *, const double *, const double *, ptrdiff_t,
+                           ptrdiff_t, const ptrdiff_t *);
+    """
+    void lucid_arith2d_f32(int, float *, const float *, const float *, Py_ssize_t, Py_ssize_t,
+                           const Py_ssize_t *) nogil
+    void lucid_arith2d_f64(int, double *, const double *, const double *, Py_ssize_t,
+                           Py_ssize_t, const Py_ssize_t *) nogil
+
+
+cdef int _arith2d_code(const BinaryKernels *k) noexcept:
+    """add, sub, mul, div's op code in src/lucid_compare.c, or -1."""
+    return (0 if k == &_K_ARITH_ADD else 1 if k == &_K_ARITH_SUB else
+            2 if k == &_K_ARITH_MUL else 3 if k == &_K_ARITH_DIV else -1)
+
+
+cdef void _arith_rows2d(void *job, char *z, const char **p, Py_ssize_t m,
+                        Py_ssize_t n) noexcept nogil:
+    cdef _Job2D *j = <_Job2D *>job
+    if j.isz[0] == 4:
+        lucid_arith2d_f32(j.op, <float *>z, <const float *>p[0], <const float *>p[1], m, n, j.st)
+    else:
+        lucid_arith2d_f64(j.op, <double *>z, <const double *>p[0], <const double *>p[1], m, n,
+                          j.st)
+
+
+cdef void _bin_rows2d(void *job, char *z, const char **p, Py_ssize_t m,
+                      Py_ssize_t n) noexcept nogil:
+    """m rows of n outputs for _bcast2d's plan: an operand with column step 0 is the
+    row's single value."""
+    cdef _Job2D *j = <_Job2D *>job
+    cdef Py_ssize_t i, isz = j.isz[0]
+    cdef int bc = LV_BC_A if j.st[1] == 0 and n > 1 else (
+        LV_BC_B if j.st[3] == 0 and n > 1 else LV_BC_NONE)
+    for i in range(m):
+        _bin_run(<const BinaryKernels *>j.aux, j.op, z + i * n * isz, p[0] + i * j.st[0] * isz,
+                 p[1] + i * j.st[2] * isz, n, bc, isz)
+
+
 cdef cnp.ndarray _bin_forward(const BinaryKernels *k, object xa, object xb):
     """op(xa, xb) with lucid's kernels, for float16/32/64 operands (ndarrays or NumPy
     scalars) of one dtype. float16 computes in float32."""
@@ -482,24 +518,20 @@ cdef cnp.ndarray _bin_forward(const BinaryKernels *k, object xa, object xb):
                 _bin_par(k, num, cnp.PyArray_BYTES(out), cnp.PyArray_BYTES(a),
                          cnp.PyArray_BYTES(b), cnp.PyArray_SIZE(out), bc, isz)
         return out
-    cdef _RowJob rj
-    cdef cnp.npy_intp dims[64]
-    cdef int i
-    if cnp.PyArray_SIZE(a) > 0 and cnp.PyArray_SIZE(b) > 0 and \
-            _split_rows(a, b, shape, &rj.m, &rj.n, &rj.ka, &rj.kb):
-        for i in range(len(shape)):
-            dims[i] = shape[i]
-        out = cnp.PyArray_EMPTY(len(shape), dims, num, 0)
-        rj.k, rj.num, rj.isz = k, num, isz
-        rj.z = cnp.PyArray_BYTES(out)
-        rj.a, rj.b = cnp.PyArray_BYTES(a), cnp.PyArray_BYTES(b)
-        rj.ga = rj.gb = NULL
-        rj.g = rj.y = NULL
-        tile = _row_tile(&rj, a, b)
-        _rows_go(&rj)
-        return out
-    # General broadcasting or strided operands: contiguous pieces of _PIECE elements
-    # (NumPy's buffered iterator), never a full copy of either operand.
+    # Any other broadcast of C-contiguous operands: outer dims around rows (_bcast2d.pxi).
+    # add, sub, mul, div run rows of any length in one C loop; the other kernels a call
+    # per row, where rows are long enough to pay for it.
+    cdef _Job2D j2
+    cdef int code = _arith2d_code(k)
+    if _plan2d(shape, (a, b), &j2):
+        if code >= 0:
+            j2.run, j2.op = _arith_rows2d, code
+            return _go2d(&j2, shape, num)
+        if j2.n >= _ROWS_MIN:
+            j2.run, j2.aux, j2.op = _bin_rows2d, k, num
+            return _go2d(&j2, shape, num)
+    # Strided operands, short rows: contiguous pieces of _PIECE elements (NumPy's
+    # buffered iterator), never a full copy of either operand.
     it = np.nditer([a, b, None], flags=["external_loop", "buffered", "zerosize_ok"],
                    op_flags=[["readonly", "contig"], ["readonly", "contig"],
                              ["writeonly", "allocate", "contig"]],
@@ -535,7 +567,6 @@ cdef tuple _bin_backward(const BinaryKernels *k, cnp.ndarray g, object xa, objec
         ga = np.empty(shape, dt) if want_a else None
         gb = np.empty(shape, dt) if want_b else None
         rj.k, rj.num, rj.isz = k, cnp.PyArray_TYPE(g), cnp.PyArray_ITEMSIZE(g)
-        rj.z = NULL
         rj.ga = cnp.PyArray_BYTES(ga) if want_a else NULL
         rj.gb = cnp.PyArray_BYTES(gb) if want_b else NULL
         rj.g = cnp.PyArray_BYTES(g)

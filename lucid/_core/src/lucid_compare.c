@@ -16,7 +16,13 @@
  * never materialised. Each combination of column steps is its own loop, with the
  * steps folded at compile time, so every inner loop vectorises.
  *
- * Every element is one comparison or select of its own operands: a result never
+ *     void lucid_arith2d_f32(int op, float *z, const float *a, const float *b,
+ *                            ptrdiff_t m, ptrdiff_t n, const ptrdiff_t *st);
+ *
+ * The last (add, sub, mul, div) serves binary.pyx for broadcasts its own row planner
+ * does not take, where a kernel call per short row would cost more than the row.
+ *
+ * Every element is one comparison, select or IEEE operation of its own operands: a result never
  * depends on the array's length or on how a caller split rows (or the columns of a
  * single row) between threads.
  */
@@ -138,3 +144,22 @@ LV_CLONES void lucid_where(int itemsize, void *z, const lv_bool *c, const void *
     }
 LV_CLAMP_FN(lucid_clamp_f32, float)
 LV_CLAMP_FN(lucid_clamp_f64, double)
+
+/* ---- add, sub, mul, div: one correctly rounded operation per element, so the
+ * results are those of the element-wise kernels of src/lucid_vforce.c ---- */
+
+enum { LV_AR_ADD, LV_AR_SUB, LV_AR_MUL, LV_AR_DIV };
+
+#define LV_ARITH_FN(fname, T)                                                   \
+    LV_CLONES void fname(int op, T *z, const T *a, const T *b, ptrdiff_t m,      \
+                         ptrdiff_t n, const ptrdiff_t *st)                      \
+    {                                                                           \
+        switch (op) {                                                           \
+        case LV_AR_ADD: LV_SWITCH2(T, z, T, a, T, b, x0 + x1) break;            \
+        case LV_AR_SUB: LV_SWITCH2(T, z, T, a, T, b, x0 - x1) break;            \
+        case LV_AR_MUL: LV_SWITCH2(T, z, T, a, T, b, x0 * x1) break;            \
+        default: LV_SWITCH2(T, z, T, a, T, b, x0 / x1) break;                   \
+        }                                                                       \
+    }
+LV_ARITH_FN(lucid_arith2d_f32, float)
+LV_ARITH_FN(lucid_arith2d_f64, double)
