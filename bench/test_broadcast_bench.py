@@ -1,8 +1,9 @@
 """Broadcast binary ops at 1e5 elements: a (1000, 100) tensor with a row (100,), a
-column (1000, 1) and a 0-d tensor, lucid against NumPy and torch in one run.
+column (1000, 1) and a 0-d tensor, and two 3-D broadcasts ((10, 1, 100) with (1, 100, 1),
+(10, 100, 100) with (10, 1, 100)), lucid against NumPy and torch in one run.
 
   group  bc_<op>_<kind>-1e5-<dtype>-<mode>-t<threads>
-  kinds  row, col, scalar0d
+  kinds  row, col, scalar0d, outer3d, mid3d
   modes  fwd, fwd_bwd (op(a, b).sum().backward(), both operands requiring grad)
   peers  lucid, numpy (forward only), torch
 
@@ -17,7 +18,9 @@ from _lucid_bench import ONLY_OPS, THREAD_SET, import_lucid, set_threads
 
 OPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
        "maximum": np.maximum}
-KINDS = {"row": (100,), "col": (1000, 1), "scalar0d": ()}
+KINDS = {"row": ((1000, 100), (100,)), "col": ((1000, 100), (1000, 1)),
+         "scalar0d": ((1000, 100), ()), "outer3d": ((10, 1, 100), (1, 100, 1)),
+         "mid3d": ((10, 100, 100), (10, 1, 100))}     # shapes of a and b
 CASES = [pytest.param(o, k, d, m, t, p, id=f"bc_{o}_{k}-1e5-{d}-{m}-t{t}-{p}")
          for o, k, d, m, t, p in itertools.product(OPS, KINDS, ["float32", "float64"],
                                                    ["fwd", "fwd_bwd"], THREAD_SET,
@@ -29,8 +32,8 @@ CASES = [pytest.param(o, k, d, m, t, p, id=f"bc_{o}_{k}-1e5-{d}-{m}-t{t}-{p}")
 def test_broadcast(benchmark, op, kind, dtype, mode, threads, peer):
     set_threads(threads)
     rng = np.random.default_rng(11)
-    a = rng.uniform(0.5, 2.0, (1000, 100)).astype(dtype)
-    b = np.asarray(rng.uniform(0.5, 2.0, KINDS[kind])).astype(dtype)
+    a = rng.uniform(0.5, 2.0, KINDS[kind][0]).astype(dtype)
+    b = np.asarray(rng.uniform(0.5, 2.0, KINDS[kind][1])).astype(dtype)
     want = OPS[op](a.astype(np.float64), b.astype(np.float64))
     if peer == "numpy":
         def timed():
@@ -78,7 +81,7 @@ SEL_SIZES = {"1e3": 10, "1e5": 1000}          # rows of 100
 
 
 def _sel_kinds(op):
-    return ["num"] if op == "clamp_num" else list(KINDS)
+    return ["num"] if op == "clamp_num" else ["row", "col", "scalar0d"]
 
 
 SEL_CASES = [pytest.param(o, k, s, d, t, p, id=f"sel_{o}_{k}-{s}-{d}-t{t}-{p}")
