@@ -365,9 +365,12 @@ def _pad_spatial(x, pairs, value=0.0):
 
 
 def _convnd(input, weight, bias, stride, padding, dilation, groups, nd):
+    if input.ndim == nd + 1:                    # (C, *spatial), as torch accepts
+        return _convnd(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups,
+                       nd).squeeze(0)
     if input.ndim != nd + 2:
-        raise ValueError(f"conv{nd}d expects a {nd + 2}-d input (batched), got shape "
-                         f"{tuple(input.shape)}")
+        raise ValueError(f"conv{nd}d expects a {nd + 2}-d (batched) or {nd + 1}-d "
+                         f"(unbatched) input, got shape {tuple(input.shape)}")
     c = input.shape[1]
     o, cg = weight.shape[0], weight.shape[1]
     kernel = tuple(weight.shape[2:])
@@ -544,7 +547,9 @@ def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return
                                       dilation=dilation, out=out, pairs=pairs)
         res = _im2col.max_pool(x0, kernel, stride, pairs, dilation, out, composite,
                                return_indices)
-        return tuple(r.squeeze(0) for r in res) if unb else res
+        if unb:
+            res = tuple(r.squeeze(0) for r in res) if return_indices else res.squeeze(0)
+        return res
     values, arg = _max_pool_composite(x0, kernel, stride, dilation, out, pairs, True)
     if unb:
         values = values.squeeze(0)
@@ -626,8 +631,16 @@ def _adaptive_matrix(size, out):
 
 def adaptive_avg_pool2d(input, output_size):
     x, unb = _batched(input, 2)
-    out = _tuple(output_size, 2, "output_size")
-    out = tuple(x.shape[2 + a] if out[a] is None else out[a] for a in range(2))
+    if not isinstance(output_size, (tuple, list)):
+        output_size = (output_size, output_size)
+    if len(output_size) != 2:
+        raise ValueError(f"output_size must be an int or a tuple of 2 (int or None), got "
+                         f"{output_size}")
+    # None keeps that dimension's input size, as torch
+    out = tuple(x.shape[2 + a] if output_size[a] is None else int(output_size[a])
+                for a in range(2))
+    if min(out) < 1:
+        raise ValueError(f"adaptive_avg_pool2d: output_size must be positive, got {out}")
     mh = lucid.tensor(_adaptive_matrix(x.shape[2], out[0]), dtype=x.dtype, device=x.device)
     mw = lucid.tensor(_adaptive_matrix(x.shape[3], out[1]).T, dtype=x.dtype, device=x.device)
     res = lucid.matmul(lucid.matmul(mh, x), mw)
@@ -717,8 +730,18 @@ def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
-    """``softmax(q k^T * scale + mask) v``; a bool mask keeps the True positions."""
+    """``softmax(q k^T * scale + mask) v``; a bool mask keeps the True positions.
+    ``enable_gqa``: key and value may have fewer heads (dim -3) than query, a divisor of
+    its count; each of their heads serves that many consecutive query heads."""
     l_, s_ = query.shape[-2], key.shape[-2]
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+        if hq % hk or hq % hv:
+            raise ValueError(f"scaled_dot_product_attention: with enable_gqa, the query's "
+                             f"{hq} heads must be a multiple of the key's {hk} and the "
+                             f"value's {hv}")
+        key = lucid.repeat_interleave(key, hq // hk, dim=-3)
+        value = lucid.repeat_interleave(value, hq // hv, dim=-3)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = lucid.matmul(query, key.transpose(-2, -1)) * scale
     if is_causal:
@@ -740,12 +763,21 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, in_proj_bias,
                                  out_proj_weight, out_proj_bias, key_padding_mask=None,
                                  need_weights=True, attn_mask=None, average_attn_weights=True,
-                                 is_causal=False, dropout_p=0.0, training=True):
-    """Inputs are (L, N, E) (sequence first, as torch's functional form)."""
+                                 is_causal=False, dropout_p=0.0, training=True, *,
+                                 q_proj_weight=None, k_proj_weight=None, v_proj_weight=None):
+    """Inputs are (L, N, E) (sequence first, as torch's functional form). With
+    ``in_proj_weight`` None, the three projections are ``q_proj_weight`` (E, E),
+    ``k_proj_weight`` (E, kdim) and ``v_proj_weight`` (E, vdim)."""
     l_, n, e = query.shape
     s_ = key.shape[0]
     hd = e // num_heads
-    wq, wk, wv = lucid.chunk(in_proj_weight, 3, 0)
+    if in_proj_weight is not None:
+        wq, wk, wv = lucid.chunk(in_proj_weight, 3, 0)
+    elif q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
+        raise ValueError("multi_head_attention_forward: without in_proj_weight, "
+                         "q_proj_weight, k_proj_weight and v_proj_weight are all needed")
+    else:
+        wq, wk, wv = q_proj_weight, k_proj_weight, v_proj_weight
     bq = bk = bv = None
     if in_proj_bias is not None:
         bq, bk, bv = lucid.chunk(in_proj_bias, 3, 0)
