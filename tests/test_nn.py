@@ -730,3 +730,33 @@ def test_multihead_attention_kdim_vdim_matches_torch():
         assert_close(getattr(lmod, name).grad, getattr(tmod, name).grad, "float64", 10, name)
     with pytest.raises(NotImplementedError, match="add_bias_kv"):
         nn.MultiheadAttention(8, 2, add_bias_kv=True)
+
+
+def test_unbatched_conv_transpose_matches_torch():
+    lucid.manual_seed(0)
+    lmod = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1).double()
+    tmod = copy_into_torch(torch, lmod, tnn.ConvTranspose2d(4, 6, 3, stride=2, padding=1,
+                                                            output_padding=1).double())
+    _fwd_grad_vs_torch(lmod, tmod, np.random.default_rng(6).standard_normal((4, 5, 6)))
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0])
+def test_embedding_max_norm_renormalises_like_torch(norm_type):
+    lucid.manual_seed(0)
+    lmod = nn.Embedding(6, 3, max_norm=0.5, norm_type=norm_type).double()
+    tmod = copy_into_torch(torch, lmod, tnn.Embedding(6, 3, max_norm=0.5,
+                                                      norm_type=norm_type).double())
+    idx = np.array([[0, 2], [2, 5]])
+    y, ty = lmod(lucid.tensor(idx)), tmod(torch.tensor(idx))
+    assert_close(y, ty, "float64")
+    assert_close(lmod.weight, tmod.weight, "float64")     # rows 0, 2, 5 scaled in place
+    norms = np.linalg.norm(np_of(lmod.weight), ord=norm_type, axis=1)
+    assert np.all(norms[[0, 2, 5]] <= 0.5) and np.all(norms[[1, 3, 4]] > 0.5)
+    g = np.random.default_rng(7).standard_normal((2, 2, 3))
+    y.backward(lucid.tensor(g))
+    ty.backward(torch.tensor(g))
+    assert_close(lmod.weight.grad, tmod.weight.grad, "float64")
+    # positional arguments follow torch's order (norm_type before scale_grad_by_freq)
+    w = lucid.tensor(np.full((4, 2), 3.0))
+    F.embedding(lucid.tensor(np.array([1])), w, None, 1.0, 1.0)
+    np.testing.assert_allclose(np_of(w)[1], 3.0 / (6.0 + 1e-7))

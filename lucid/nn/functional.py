@@ -19,6 +19,7 @@ import numpy as np
 
 import lucid
 from lucid._core import linalg as _linalg_ops
+from lucid._core.core import _bump_version
 from lucid._core import reduce as _reduce_ops
 from lucid._core import unary as _unary
 from lucid.nn import _im2col
@@ -273,13 +274,16 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     return out
 
 
-def embedding(input, weight, padding_idx=None, max_norm=None, scale_grad_by_freq=False,
-              sparse=False):
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
     """Rows of ``weight`` picked by the integer ``input``; the ``padding_idx`` row gets no
-    gradient."""
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
-                                  "supported")
+    gradient. With ``max_norm``, each picked row whose ``norm_type``-norm exceeds it is
+    first scaled in place to ``max_norm / (norm + 1e-7)`` times itself, as torch's
+    embedding_renorm_ (not recorded by autograd)."""
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: scale_grad_by_freq and sparse are not supported")
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, float(max_norm), float(norm_type))
     out = weight[input]
     if padding_idx is not None and weight.requires_grad:
         if padding_idx < 0:
@@ -287,6 +291,24 @@ def embedding(input, weight, padding_idx=None, max_norm=None, scale_grad_by_freq
         keep = (input != padding_idx).unsqueeze(-1)
         out = lucid.where(keep, out, out.detach())
     return out
+
+
+def _embedding_renorm_(weight, input, max_norm, norm_type):
+    if weight.device != "cpu":
+        raise NotImplementedError("embedding: max_norm is supported on the cpu device only")
+    w = weight.detach().numpy()
+    rows = np.unique(input.detach().numpy(force=True))
+    if rows.size == 0:
+        return
+    if rows.min() < -w.shape[0] or rows.max() >= w.shape[0]:
+        raise IndexError(f"embedding: index out of range for {w.shape[0]} rows")
+    rows = np.unique(rows % w.shape[0])
+    norms = np.linalg.norm(w[rows], ord=norm_type, axis=1)
+    big = norms > max_norm
+    if big.any():
+        scale = (max_norm / (norms[big] + 1e-7)).astype(w.dtype)
+        w[rows[big]] *= scale[:, None]
+        _bump_version(weight)
 
 
 def one_hot(tensor, num_classes=-1):
@@ -444,6 +466,12 @@ def _conv_transposend(input, weight, bias, stride, padding, output_padding, grou
                       nd):
     """The adjoint of convolution: dilate the input by the stride, pad by
     ``d (k - 1) - p`` (crop when negative), and convolve with the flipped kernel."""
+    if input.ndim == nd + 1:                    # (C, *spatial), as torch accepts
+        return _conv_transposend(input.unsqueeze(0), weight, bias, stride, padding,
+                                 output_padding, groups, dilation, nd).squeeze(0)
+    if input.ndim != nd + 2:
+        raise ValueError(f"conv_transpose{nd}d expects a {nd + 2}-d (batched) or {nd + 1}-d "
+                         f"(unbatched) input, got shape {tuple(input.shape)}")
     stride = _tuple(stride, nd, "stride")
     padding = _tuple(padding, nd, "padding")
     output_padding = _tuple(output_padding, nd, "output_padding")

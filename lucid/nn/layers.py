@@ -219,7 +219,7 @@ class Embedding(Module):
 
     def forward(self, input):
         return F.embedding(input, self.weight, self.padding_idx, self.max_norm,
-                           self.scale_grad_by_freq, self.sparse)
+                           self.norm_type, self.scale_grad_by_freq, self.sparse)
 
     def extra_repr(self):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
