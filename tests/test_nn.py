@@ -728,8 +728,33 @@ def test_multihead_attention_kdim_vdim_matches_torch():
     tout.sum().backward()
     for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias"):
         assert_close(getattr(lmod, name).grad, getattr(tmod, name).grad, "float64", 10, name)
-    with pytest.raises(NotImplementedError, match="add_bias_kv"):
-        nn.MultiheadAttention(8, 2, add_bias_kv=True)
+
+
+@pytest.mark.parametrize("kw", [dict(add_bias_kv=True), dict(add_zero_attn=True),
+                                dict(add_bias_kv=True, add_zero_attn=True, kdim=5, vdim=5)])
+def test_multihead_attention_extra_key_columns_match_torch(kw):
+    lucid.manual_seed(0)
+    lmod = nn.MultiheadAttention(8, 2, **kw).double()
+    tmod = tnn.MultiheadAttention(8, 2, **kw).double()
+    assert [n for n, _ in lmod.named_parameters()] == [n for n, _ in tmod.named_parameters()]
+    copy_into_torch(torch, lmod, tmod)
+    rng = np.random.default_rng(8)
+    kd = kw.get("kdim", 8)
+    q_np, k_np, v_np = (rng.standard_normal(s) for s in [(4, 3, 8), (5, 3, kd), (5, 3, kd)])
+    kpm = np.array([[False] * 5, [False, False, True, True, False], [True] + [False] * 4])
+    mask = np.triu(np.ones((4, 5), dtype=bool), 2)
+    lt = [lucid.tensor(a, requires_grad=True) for a in (q_np, k_np, v_np)]
+    tt = [torch.tensor(a, requires_grad=True) for a in (q_np, k_np, v_np)]
+    out, w = lmod(*lt, key_padding_mask=lucid.tensor(kpm), attn_mask=lucid.tensor(mask))
+    tout, tw = tmod(*tt, key_padding_mask=torch.tensor(kpm), attn_mask=torch.tensor(mask))
+    assert_close(out, tout, "float64", 10)
+    assert_close(w, tw, "float64", 10)
+    out.sum().backward()
+    tout.sum().backward()
+    for a, b in zip(lt, tt):
+        assert_close(a.grad, b.grad, "float64", 10)
+    for (name, p), (_, tp) in zip(lmod.named_parameters(), tmod.named_parameters()):
+        assert_close(p.grad, tp.grad, "float64", 10, name)
 
 
 def test_unbatched_conv_transpose_matches_torch():

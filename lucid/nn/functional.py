@@ -792,10 +792,15 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
                                  out_proj_weight, out_proj_bias, key_padding_mask=None,
                                  need_weights=True, attn_mask=None, average_attn_weights=True,
                                  is_causal=False, dropout_p=0.0, training=True, *,
-                                 q_proj_weight=None, k_proj_weight=None, v_proj_weight=None):
+                                 q_proj_weight=None, k_proj_weight=None, v_proj_weight=None,
+                                 bias_k=None, bias_v=None, add_zero_attn=False):
     """Inputs are (L, N, E) (sequence first, as torch's functional form). With
     ``in_proj_weight`` None, the three projections are ``q_proj_weight`` (E, E),
-    ``k_proj_weight`` (E, kdim) and ``v_proj_weight`` (E, vdim)."""
+    ``k_proj_weight`` (E, kdim) and ``v_proj_weight`` (E, vdim). ``bias_k`` / ``bias_v``
+    (1, 1, E) are appended to the projected keys and values, then a zero key and value
+    with ``add_zero_attn``; the masks leave those columns open."""
+    if (bias_k is None) != (bias_v is None):
+        raise ValueError("multi_head_attention_forward: give both bias_k and bias_v or neither")
     l_, n, e = query.shape
     s_ = key.shape[0]
     hd = e // num_heads
@@ -816,6 +821,15 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
     def heads(t, length):  # (L, N, E) -> (N, H, L, hd)
         return t.reshape(length, n, num_heads, hd).permute(1, 2, 0, 3)
     q, k, v = heads(q, l_), heads(k, s_), heads(v, s_)
+    extra = []                                   # (1 or N, H, 1, hd) columns to append
+    if bias_k is not None:
+        extra.append((bias_k.reshape(1, num_heads, 1, hd), bias_v.reshape(1, num_heads, 1, hd)))
+    if add_zero_attn:
+        z = lucid.zeros(1, num_heads, 1, hd, dtype=q.dtype, device=q.device)
+        extra.append((z, z))
+    for ek, ev in extra:
+        k = lucid.cat([k, ek.expand(n, num_heads, 1, hd)], dim=2)
+        v = lucid.cat([v, ev.expand(n, num_heads, 1, hd)], dim=2)
     mask = None
     if is_causal and attn_mask is None:
         attn_mask = lucid.tensor(~np.tril(np.ones((l_, s_), dtype=bool)), device=q.device)
@@ -833,6 +847,8 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
             kpm = key_padding_mask.to(q.dtype)
         kpm = kpm.reshape(n, 1, 1, s_)
         mask = kpm if mask is None else mask + kpm
+    if mask is not None and extra:
+        mask = pad(mask, (0, len(extra)))
     scores = lucid.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
     if mask is not None:
         scores = scores + mask

@@ -547,16 +547,14 @@ class NonDynamicallyQuantizableLinear(Linear):
 class MultiheadAttention(Module):
     """torch.nn.MultiheadAttention (same parameter names and init). With kdim or vdim
     other than embed_dim the projections are three parameters (q_proj_weight,
-    k_proj_weight, v_proj_weight) and in_proj_weight is None, as torch; add_bias_kv and
-    add_zero_attn are not supported."""
+    k_proj_weight, v_proj_weight) and in_proj_weight is None, as torch. add_bias_kv
+    appends a learned key and value (bias_k, bias_v) to every sequence, add_zero_attn a
+    zero key and value, each one more column that the masks leave open."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
                  add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None,
                  dtype=None):
         super().__init__()
-        if add_bias_kv or add_zero_attn:
-            raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are "
-                                      "not supported")
         if embed_dim % num_heads:
             raise ValueError("embed_dim must be divisible by num_heads")
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
@@ -579,6 +577,14 @@ class MultiheadAttention(Module):
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias,
                                                         dtype=dtype)
+        if add_bias_kv:
+            self.bias_k = Parameter(_empty(1, 1, embed_dim, dtype=dtype))
+            self.bias_v = Parameter(_empty(1, 1, embed_dim, dtype=dtype))
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
         if self._qkv_same_embed_dim:
             init.xavier_uniform_(self.in_proj_weight)
         else:
@@ -603,7 +609,8 @@ class MultiheadAttention(Module):
             self.out_proj.weight, self.out_proj.bias, key_padding_mask, need_weights, attn_mask,
             average_attn_weights, is_causal, self.dropout, self.training,
             q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight,
-            v_proj_weight=self.v_proj_weight)
+            v_proj_weight=self.v_proj_weight, bias_k=self.bias_k, bias_v=self.bias_v,
+            add_zero_attn=self.add_zero_attn)
         if unbatched:
             out = out.squeeze(1)
             w = w.squeeze(0) if w is not None else None
