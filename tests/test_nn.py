@@ -785,3 +785,19 @@ def test_embedding_max_norm_renormalises_like_torch(norm_type):
     w = lucid.tensor(np.full((4, 2), 3.0))
     F.embedding(lucid.tensor(np.array([1])), w, None, 1.0, 1.0)
     np.testing.assert_allclose(np_of(w)[1], 3.0 / (6.0 + 1e-7))
+
+
+def test_embedding_scale_grad_by_freq_matches_torch():
+    lucid.manual_seed(0)
+    lmod = nn.Embedding(7, 3, padding_idx=1, scale_grad_by_freq=True).double()
+    tmod = copy_into_torch(torch, lmod, tnn.Embedding(7, 3, padding_idx=1,
+                                                      scale_grad_by_freq=True).double())
+    idx = np.array([[0, 2, 2], [1, 2, 6], [0, 1, 5]])
+    y, ty = lmod(lucid.tensor(idx)), tmod(torch.tensor(idx))
+    assert_close(y, ty, "float64", 1)
+    g = np.random.default_rng(9).standard_normal((3, 3, 3))
+    y.backward(lucid.tensor(g))
+    ty.backward(torch.tensor(g))
+    assert_close(lmod.weight.grad, tmod.weight.grad, "float64")
+    with pytest.raises(NotImplementedError, match="sparse"):
+        F.embedding(lucid.tensor(idx), lmod.weight, sparse=True)

@@ -279,12 +279,19 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     """Rows of ``weight`` picked by the integer ``input``; the ``padding_idx`` row gets no
     gradient. With ``max_norm``, each picked row whose ``norm_type``-norm exceeds it is
     first scaled in place to ``max_norm / (norm + 1e-7)`` times itself, as torch's
-    embedding_renorm_ (not recorded by autograd)."""
-    if scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: scale_grad_by_freq and sparse are not supported")
+    embedding_renorm_ (not recorded by autograd). ``scale_grad_by_freq`` divides each
+    row's gradient by the number of times the row occurs in ``input``."""
+    if sparse:
+        raise NotImplementedError("embedding: sparse gradients are not supported")
     if max_norm is not None:
         _embedding_renorm_(weight, input, float(max_norm), float(norm_type))
     out = weight[input]
+    if scale_grad_by_freq and out.requires_grad:
+        idx = input.detach().numpy(force=True)
+        _, inverse, counts = np.unique(idx, return_inverse=True, return_counts=True)
+        s = lucid.tensor((1.0 / counts[inverse.reshape(idx.shape)])[..., None],
+                         dtype=out.dtype, device=out.device)
+        out.register_hook(lambda g: g * s)          # each row's gradient / its count
     if padding_idx is not None and weight.requires_grad:
         if padding_idx < 0:
             padding_idx += weight.shape[0]
