@@ -19,9 +19,9 @@ import numpy as np
 
 import lucid
 from lucid._core import linalg as _linalg_ops
-from lucid._core.core import _bump_version
 from lucid._core import reduce as _reduce_ops
 from lucid._core import unary as _unary
+from lucid._core.core import _bump_version
 from lucid.nn import _im2col
 
 _reduction_names = ("none", "mean", "sum")
