@@ -16,10 +16,20 @@ torch's optimizer is ``torch.optim.Adam`` with its defaults, which on CPU tensor
 per-parameter loop (neither foreach nor fused); LUCID_BENCH_TORCH_ADAM=foreach or fused
 times torch's faster variants instead (the choice is in extra_info).
 
-Where the time goes (perf, 1 thread, MLP width 512): about 55% in GEMMs, which lucid
-gets from NumPy's OpenBLAS (SkylakeX kernels here) and torch from MKL; per GEMM of these
-shapes OpenBLAS measured 10-20% slower than torch.mm, not 2x. The rest is Adam (one
-fused pass, memory-bound), relu, bias and loss passes, and per-op overhead.
+Where the time goes (perf, 1 thread, MLP width 512, lucid's step ~3.7 ms of CPU): 58% in
+NumPy's OpenBLAS (SkylakeX kernels; torch uses MKL): per GEMM of these shapes OpenBLAS
+measured 10-30% slower than torch.mm; the forward x W^T spends a quarter of its time
+packing W (W x^T, the transposed product, ran ~15% faster but gives a transposed
+output), and ~5% of the weight-gradient GEMM is OpenBLAS zeroing C for beta = 0, which a
+caller cannot avoid (SciPy's sgemm with beta = 1 into an existing gradient measured no
+faster). Adam 10% (one AVX-512 pass per parameter, memory-bound: ~0.3 ms for 262k
+parameters where torch's fused Adam takes ~0.55 ms), Python 11%, NumPy's ufunc and
+reduce machinery 7%, relu forward and backward 3%, bias add and column sums ~1%.
+
+At 2 threads on a loaded machine both libraries run 10-20x slower than at 1 thread
+(OpenBLAS's and OpenMP's fork-join: a worker the OS has not scheduled holds up the
+call); lucid's own pool is not the cause (lucid at 2 threads with NumPy's BLAS at 1
+runs as fast as at 1 thread).
 
     python -m pytest bench/test_train_bench.py --benchmark-only
 """
