@@ -16,10 +16,20 @@ torch's optimizer is ``torch.optim.Adam`` with its defaults, which on CPU tensor
 per-parameter loop (neither foreach nor fused); LUCID_BENCH_TORCH_ADAM=foreach or fused
 times torch's faster variants instead (the choice is in extra_info).
 
-Where the time goes (perf, 1 thread, MLP width 512): about 55% in GEMMs, which lucid
-gets from NumPy's OpenBLAS (SkylakeX kernels here) and torch from MKL; per GEMM of these
-shapes OpenBLAS measured 10-20% slower than torch.mm, not 2x. The rest is Adam (one
-fused pass, memory-bound), relu, bias and loss passes, and per-op overhead.
+Where the time goes (perf, 1 thread, MLP width 512, lucid's step ~3.7 ms of CPU): 58% in
+NumPy's OpenBLAS (SkylakeX kernels; torch uses MKL): per GEMM of these shapes OpenBLAS
+measured 10-30% slower than torch.mm; the forward x W^T spends a quarter of its time
+packing W (W x^T, the transposed product, ran ~15% faster but gives a transposed
+output), and ~5% of the weight-gradient GEMM is OpenBLAS zeroing C for beta = 0, which a
+caller cannot avoid (SciPy's sgemm with beta = 1 into an existing gradient measured no
+faster). Adam 10% (one AVX-512 pass per parameter, memory-bound: ~0.3 ms for 262k
+parameters where torch's fused Adam takes ~0.55 ms), Python 11%, NumPy's ufunc and
+reduce machinery 7%, relu forward and backward 3%, bias add and column sums ~1%.
+
+At 2 threads on a loaded machine both libraries run 10-20x slower than at 1 thread
+(OpenBLAS's and OpenMP's fork-join: a worker the OS has not scheduled holds up the
+call); lucid's own pool is not the cause (lucid at 2 threads with NumPy's BLAS at 1
+runs as fast as at 1 thread).
 
     python -m pytest bench/test_train_bench.py --benchmark-only
 """
@@ -81,11 +91,12 @@ def _cnn_pair():
     return lm, _torch_twin(lm, tm)
 
 
-def _steps(lm, tm, x_np, y_np):
+def _steps(lm, tm, x_np, y_np, torch_adam=None):
     x, y = lucid.from_numpy(x_np), lucid.from_numpy(y_np)
     tx, ty = torch.from_numpy(x_np), torch.from_numpy(y_np)
     lopt = optim.Adam(lm.parameters(), lr=1e-3)
-    flags = {} if TORCH_ADAM == "default" else {TORCH_ADAM: True}
+    torch_adam = TORCH_ADAM if torch_adam is None else torch_adam
+    flags = {} if torch_adam == "default" else {torch_adam: True}
     topt = torch.optim.Adam(tm.parameters(), lr=1e-3, **flags)
 
     def lucid_step():
@@ -170,13 +181,14 @@ def test_cnn_train_step(benchmark, peer, threads):
          torch_step, op="train-cnn", size=64, dtype="float32", mode="step")
 
 
-def _interleaved(lucid_step, torch_step, rounds, inner):
-    """Per-step times in us, lucid and torch alternating round by round (so a change in
-    the machine's load hits both): lists of (wall, cpu of this thread) per round."""
+def _interleaved(steps, rounds, inner):
+    """Per-step times in us of each of ``steps`` (name -> step), alternating round by
+    round (so a change in the machine's load hits all): lists of (wall, cpu of this
+    thread) per round."""
     import time
-    out = {"lucid": [], "torch": []}
+    out = {name: [] for name in steps}
     for _ in range(rounds):
-        for name, step in (("lucid", lucid_step), ("torch", torch_step)):
+        for name, step in steps.items():
             w0, c0 = time.perf_counter_ns(), time.thread_time_ns()
             for _ in range(inner):
                 step()
@@ -187,40 +199,49 @@ def _interleaved(lucid_step, torch_step, rounds, inner):
 
 def main(argv=None):
     """``python bench/test_train_bench.py [--rounds N] [--threads 1,2]``: the same cases,
-    timed interleaved; prints median wall and median calling-thread CPU time and torch /
-    lucid for each (CPU time is the steadier figure on a loaded machine at 1 thread; at 2
-    threads only wall time counts the second thread's work)."""
+    timed interleaved against torch with its default Adam and with its fused Adam (two
+    twins of one model, so each torch variant times its own optimizer state); prints median
+    wall and median calling-thread CPU time and torch / lucid for each (CPU time is the
+    steadier figure on a loaded machine at 1 thread; at 2 threads only wall time counts
+    the second thread's work), and the load average when the case ended."""
     import argparse
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--threads", default=",".join(map(str, THREAD_SET)))
     ap.add_argument("--cases", default="128,256,512,cnn")
     args = ap.parse_args(argv)
+    variants = ("default", "fused")
     for threads in [int(t) for t in args.threads.split(",")]:
         got = set_threads(threads)
         with _blas_threads(threads):
             print(f"threads={threads} lucid={got.get('lucid')} torch={got.get('torch')} "
-                  f"blas={_numpy_blas_threads()} torch_adam={TORCH_ADAM}", flush=True)
+                  f"blas={_numpy_blas_threads()} torch_adam={','.join(variants)}", flush=True)
             for case in args.cases.split(","):
                 rng = np.random.default_rng(0)
                 if case == "cnn":
                     x_np = rng.random((64, 1, 8, 8)).astype(np.float32)
                     y_np = rng.integers(0, 10, 64)
-                    lm, tm = _cnn_pair()
                 else:
                     x_np = rng.standard_normal((BATCH, int(case))).astype(np.float32)
                     y_np = rng.integers(0, 10, BATCH)
-                    lm, tm = _mlp_pair(int(case))
-                lucid_step, torch_step = _steps(lm, tm, x_np, y_np)
-                _check_equal_work(lucid_step, torch_step, lm, tm)
-                _interleaved(lucid_step, torch_step, 3, 5)       # warm-up
-                t = _interleaved(lucid_step, torch_step, args.rounds, 10)
+                steps = {}
+                for v in variants:
+                    lm, tm = _cnn_pair() if case == "cnn" else _mlp_pair(int(case))
+                    lucid_step, torch_step = _steps(lm, tm, x_np, y_np, torch_adam=v)
+                    _check_equal_work(lucid_step, torch_step, lm, tm)
+                    if "lucid" not in steps:
+                        steps["lucid"] = lucid_step
+                    steps[f"torch-{v}"] = torch_step
+                _interleaved(steps, 3, 5)       # warm-up
+                t = _interleaved(steps, args.rounds, 10)
                 med = {k: np.median(np.array(v), axis=0) for k, v in t.items()}
-                print(f"  {case:>4}: lucid wall {med['lucid'][0]:8.0f}us cpu "
-                      f"{med['lucid'][1]:8.0f}us | torch wall {med['torch'][0]:8.0f}us cpu "
-                      f"{med['torch'][1]:8.0f}us | torch/lucid wall "
-                      f"{med['torch'][0] / med['lucid'][0]:.2f} cpu "
-                      f"{med['torch'][1] / med['lucid'][1]:.2f}", flush=True)
+                lw, lc = med["lucid"]
+                line = f"  {case:>4}: lucid wall {lw:6.0f}us cpu {lc:6.0f}us"
+                for v in variants:
+                    tw, tc = med[f"torch-{v}"]
+                    line += (f" | torch {v} wall {tw:6.0f} cpu {tc:6.0f}: x{tw / lw:.2f}"
+                             f" cpu x{tc / lc:.2f}")
+                print(line + f" | load {os.getloadavg()[0]:.1f}", flush=True)
 
 
 if __name__ == "__main__":

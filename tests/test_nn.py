@@ -647,3 +647,157 @@ def test_bilinear_matches_torch():
     ty.sum().backward()
     assert_close(la.grad, ta.grad, "float64")
     assert_close(lmod.weight.grad, tmod.weight.grad, "float64")
+
+
+# -- torch accepts these; lucid used to refuse or answer differently -----------------------
+
+def _fwd_grad_vs_torch(lfn, tfn, x_np, scale=10.0):
+    """Forward and input gradient of lfn / tfn on the same float64 input."""
+    x, tx = lucid.tensor(x_np, requires_grad=True), torch.tensor(x_np, requires_grad=True)
+    y, ty = lfn(x), tfn(tx)
+    assert_close(y, ty, "float64", scale)
+    g = np.random.default_rng(5).standard_normal(tuple(ty.shape))
+    y.backward(lucid.tensor(g))
+    ty.backward(torch.tensor(g))
+    assert_close(x.grad, tx.grad, "float64", scale)
+
+
+@pytest.mark.parametrize("nd", [1, 2])
+def test_unbatched_convolution_matches_torch(nd):
+    lucid.manual_seed(0)
+    lconv = (nn.Conv1d if nd == 1 else nn.Conv2d)(4, 6, 3, padding=1, stride=2).double()
+    tconv = copy_into_torch(torch, lconv, (tnn.Conv1d if nd == 1 else tnn.Conv2d)(
+        4, 6, 3, padding=1, stride=2).double())
+    x_np = np.random.default_rng(0).standard_normal((4,) + (7,) * nd)
+    _fwd_grad_vs_torch(lconv, tconv, x_np)
+    with pytest.raises(ValueError, match="unbatched"):
+        lconv(lucid.zeros(*(1,) * (nd + 3)))
+
+
+def test_unbatched_max_pool_returns_one_tensor():
+    # (C, H, W) without return_indices once came back as a tuple of C planes
+    x_np = np.random.default_rng(1).permutation(3 * 6 * 6).reshape(3, 6, 6) / 10.0
+    _fwd_grad_vs_torch(lambda x: F.max_pool2d(x, 2), lambda x: TF.max_pool2d(x, 2), x_np)
+    _fwd_grad_vs_torch(nn.MaxPool2d(3, 2, 1), tnn.MaxPool2d(3, 2, 1), x_np)
+    v, i = F.max_pool2d(lucid.tensor(x_np), 2, return_indices=True)
+    tv, ti = TF.max_pool2d(torch.tensor(x_np), 2, return_indices=True)
+    assert_close(v, tv, "float64")
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+
+
+@pytest.mark.parametrize("size", [(None, 3), (4, None), (None, None), 2])
+def test_adaptive_avg_pool2d_none_keeps_the_input_size(size):
+    x_np = np.random.default_rng(2).standard_normal((2, 3, 7, 5))
+    _fwd_grad_vs_torch(nn.AdaptiveAvgPool2d(size), tnn.AdaptiveAvgPool2d(size), x_np)
+    _fwd_grad_vs_torch(lambda x: F.adaptive_avg_pool2d(x, size),
+                       lambda x: TF.adaptive_avg_pool2d(x, size), x_np[0])
+
+
+def test_sdpa_grouped_query_attention_matches_torch():
+    rng = np.random.default_rng(3)
+    q_np, k_np, v_np = (rng.standard_normal(s) for s in [(2, 4, 5, 8), (2, 2, 6, 8),
+                                                          (2, 2, 6, 3)])
+    lt = [lucid.tensor(a, requires_grad=True) for a in (q_np, k_np, v_np)]
+    tt = [torch.tensor(a, requires_grad=True) for a in (q_np, k_np, v_np)]
+    y = F.scaled_dot_product_attention(*lt, is_causal=True, enable_gqa=True)
+    ty = TF.scaled_dot_product_attention(*tt, is_causal=True, enable_gqa=True)
+    assert_close(y, ty, "float64", 10)
+    y.sum().backward()
+    ty.sum().backward()
+    for a, b in zip(lt, tt):
+        assert_close(a.grad, b.grad, "float64", 10)
+    with pytest.raises(ValueError, match="multiple"):
+        F.scaled_dot_product_attention(lt[0], lucid.zeros(2, 3, 6, 8), lucid.zeros(2, 3, 6, 3),
+                                       enable_gqa=True)
+
+
+def test_multihead_attention_kdim_vdim_matches_torch():
+    lucid.manual_seed(0)
+    lmod = nn.MultiheadAttention(8, 2, kdim=5, vdim=6, batch_first=True).double()
+    tmod = tnn.MultiheadAttention(8, 2, kdim=5, vdim=6, batch_first=True).double()
+    assert [n for n, _ in lmod.named_parameters()] == [n for n, _ in tmod.named_parameters()]
+    assert lmod.in_proj_weight is None
+    copy_into_torch(torch, lmod, tmod)
+    rng = np.random.default_rng(4)
+    q_np, k_np, v_np = (rng.standard_normal(s) for s in [(3, 4, 8), (3, 5, 5), (3, 5, 6)])
+    out, w = lmod(*map(lucid.tensor, (q_np, k_np, v_np)))
+    tout, tw = tmod(*map(torch.tensor, (q_np, k_np, v_np)))
+    assert_close(out, tout, "float64", 10)
+    assert_close(w, tw, "float64", 10)
+    out.sum().backward()
+    tout.sum().backward()
+    for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias"):
+        assert_close(getattr(lmod, name).grad, getattr(tmod, name).grad, "float64", 10, name)
+
+
+@pytest.mark.parametrize("kw", [dict(add_bias_kv=True), dict(add_zero_attn=True),
+                                dict(add_bias_kv=True, add_zero_attn=True, kdim=5, vdim=5)])
+def test_multihead_attention_extra_key_columns_match_torch(kw):
+    lucid.manual_seed(0)
+    lmod = nn.MultiheadAttention(8, 2, **kw).double()
+    tmod = tnn.MultiheadAttention(8, 2, **kw).double()
+    assert [n for n, _ in lmod.named_parameters()] == [n for n, _ in tmod.named_parameters()]
+    copy_into_torch(torch, lmod, tmod)
+    rng = np.random.default_rng(8)
+    kd = kw.get("kdim", 8)
+    q_np, k_np, v_np = (rng.standard_normal(s) for s in [(4, 3, 8), (5, 3, kd), (5, 3, kd)])
+    kpm = np.array([[False] * 5, [False, False, True, True, False], [True] + [False] * 4])
+    mask = np.triu(np.ones((4, 5), dtype=bool), 2)
+    lt = [lucid.tensor(a, requires_grad=True) for a in (q_np, k_np, v_np)]
+    tt = [torch.tensor(a, requires_grad=True) for a in (q_np, k_np, v_np)]
+    out, w = lmod(*lt, key_padding_mask=lucid.tensor(kpm), attn_mask=lucid.tensor(mask))
+    tout, tw = tmod(*tt, key_padding_mask=torch.tensor(kpm), attn_mask=torch.tensor(mask))
+    assert_close(out, tout, "float64", 10)
+    assert_close(w, tw, "float64", 10)
+    out.sum().backward()
+    tout.sum().backward()
+    for a, b in zip(lt, tt):
+        assert_close(a.grad, b.grad, "float64", 10)
+    for (name, p), (_, tp) in zip(lmod.named_parameters(), tmod.named_parameters()):
+        assert_close(p.grad, tp.grad, "float64", 10, name)
+
+
+def test_unbatched_conv_transpose_matches_torch():
+    lucid.manual_seed(0)
+    lmod = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1).double()
+    tmod = copy_into_torch(torch, lmod, tnn.ConvTranspose2d(4, 6, 3, stride=2, padding=1,
+                                                            output_padding=1).double())
+    _fwd_grad_vs_torch(lmod, tmod, np.random.default_rng(6).standard_normal((4, 5, 6)))
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0])
+def test_embedding_max_norm_renormalises_like_torch(norm_type):
+    lucid.manual_seed(0)
+    lmod = nn.Embedding(6, 3, max_norm=0.5, norm_type=norm_type).double()
+    tmod = copy_into_torch(torch, lmod, tnn.Embedding(6, 3, max_norm=0.5,
+                                                      norm_type=norm_type).double())
+    idx = np.array([[0, 2], [2, 5]])
+    y, ty = lmod(lucid.tensor(idx)), tmod(torch.tensor(idx))
+    assert_close(y, ty, "float64")
+    assert_close(lmod.weight, tmod.weight, "float64")     # rows 0, 2, 5 scaled in place
+    norms = np.linalg.norm(np_of(lmod.weight), ord=norm_type, axis=1)
+    assert np.all(norms[[0, 2, 5]] <= 0.5) and np.all(norms[[1, 3, 4]] > 0.5)
+    g = np.random.default_rng(7).standard_normal((2, 2, 3))
+    y.backward(lucid.tensor(g))
+    ty.backward(torch.tensor(g))
+    assert_close(lmod.weight.grad, tmod.weight.grad, "float64")
+    # positional arguments follow torch's order (norm_type before scale_grad_by_freq)
+    w = lucid.tensor(np.full((4, 2), 3.0))
+    F.embedding(lucid.tensor(np.array([1])), w, None, 1.0, 1.0)
+    np.testing.assert_allclose(np_of(w)[1], 3.0 / (6.0 + 1e-7))
+
+
+def test_embedding_scale_grad_by_freq_matches_torch():
+    lucid.manual_seed(0)
+    lmod = nn.Embedding(7, 3, padding_idx=1, scale_grad_by_freq=True).double()
+    tmod = copy_into_torch(torch, lmod, tnn.Embedding(7, 3, padding_idx=1,
+                                                      scale_grad_by_freq=True).double())
+    idx = np.array([[0, 2, 2], [1, 2, 6], [0, 1, 5]])
+    y, ty = lmod(lucid.tensor(idx)), tmod(torch.tensor(idx))
+    assert_close(y, ty, "float64", 1)
+    g = np.random.default_rng(9).standard_normal((3, 3, 3))
+    y.backward(lucid.tensor(g))
+    ty.backward(torch.tensor(g))
+    assert_close(lmod.weight.grad, tmod.weight.grad, "float64")
+    with pytest.raises(NotImplementedError, match="sparse"):
+        F.embedding(lucid.tensor(idx), lmod.weight, sparse=True)

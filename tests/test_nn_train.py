@@ -134,3 +134,19 @@ def test_mlp_adam_steps_match_torch(width):
                                    rtol=1e-4, atol=1e-6, err_msg=name)
         np.testing.assert_allclose(p.detach().numpy(), tparams[name].detach().numpy(),
                                    rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_set_num_threads_limits_numpys_blas_too():
+    # a training step's GEMMs run in NumPy's BLAS, so lucid's thread count must reach it
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    if not any(d.get("user_api") == "blas" for d in threadpoolctl.threadpool_info()):
+        pytest.skip("threadpoolctl sees no BLAS library in this process")
+    before = lucid.get_num_threads()
+    try:
+        for n in (1, 2):
+            lucid.set_num_threads(n)
+            got = {d["num_threads"] for d in threadpoolctl.threadpool_info()
+                   if d.get("user_api") == "blas"}
+            assert got == {n}
+    finally:
+        lucid.set_num_threads(before)

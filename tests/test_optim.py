@@ -269,3 +269,20 @@ def test_scheduler_state_dict_and_closed_form():
     c = optim.lr_scheduler.CosineAnnealingLR(optim.SGD([w], lr=1.0), T_max=10)
     c.step(5)
     assert c.get_last_lr()[0] == pytest.approx(0.5 * (1 + math.cos(math.pi / 2)))
+
+
+@pytest.mark.parametrize("start", [0.0, 41.0, 2.0 ** 24, 2.0 ** 24 + 2])
+def test_step_count_is_a_float32_sum_as_torchs(start):
+    # the step counter is a float32 tensor: past 2**24, adding 1 rounds as torch's does
+    lp, tp = nn.Parameter(lucid.ones(3)), torch.nn.Parameter(torch.ones(3))
+    lopt, topt = optim.Adam([lp], lr=1e-3), torch.optim.Adam([tp], lr=1e-3)
+    for opt, p, mk in ((lopt, lp, lambda v: lucid.tensor(v, dtype=lucid.float32)),
+                       (topt, tp, lambda v: torch.tensor(v, dtype=torch.float32))):
+        p.grad = mk([0.5, -1.0, 2.0])
+        opt.step()
+        opt.state[p]["step"] = mk(start)
+        opt.step()
+    got = float(lopt.state[lp]["step"].item())
+    assert got == float(topt.state[tp]["step"].item())
+    assert got == float(np.float32(start) + np.float32(1))
+    np.testing.assert_allclose(np_of(lp), tp.detach().numpy(), rtol=1e-6)

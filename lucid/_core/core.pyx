@@ -2517,8 +2517,23 @@ cdef int _default_threads() except -1:
 cdef int _num_threads = _default_threads()
 
 
+def _set_blas_threads(int n):
+    """Limit NumPy's BLAS (matmul, linear, convolutions' GEMMs) to n threads through
+    threadpoolctl; without threadpoolctl the BLAS keeps its own count (OPENBLAS_NUM_THREADS
+    or the core count). Returns True when the limit was applied. It is process-wide, as
+    torch.set_num_threads is for torch's BLAS: plain np.matmul sees it too."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return False
+    threadpool_limits(limits=n, user_api="blas")
+    return True
+
+
 def set_num_threads(n):
-    """Use ``n`` threads (the caller and n - 1 pool workers) for large kernels.
+    """Use ``n`` threads (the caller and n - 1 pool workers) for large kernels, and limit
+    NumPy's BLAS, which lucid's matrix products call, to ``n`` threads as well when
+    threadpoolctl is installed (without it the BLAS keeps its own count).
 
     1 = no threading. Raises ValueError for n < 1 or above the pool's limit (256),
     RuntimeError if the OS refuses to start the workers (the old count stays)."""
@@ -2533,6 +2548,7 @@ def set_num_threads(n):
         raise RuntimeError(f"set_num_threads({nt}): could not start the worker threads "
                            f"({os.strerror(rc)})")
     _num_threads = nt
+    _set_blas_threads(nt)
 
 
 def get_num_threads():

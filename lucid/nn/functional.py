@@ -21,6 +21,7 @@ import lucid
 from lucid._core import linalg as _linalg_ops
 from lucid._core import reduce as _reduce_ops
 from lucid._core import unary as _unary
+from lucid._core.core import _bump_version
 from lucid.nn import _im2col
 
 _reduction_names = ("none", "mean", "sum")
@@ -273,20 +274,48 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     return out
 
 
-def embedding(input, weight, padding_idx=None, max_norm=None, scale_grad_by_freq=False,
-              sparse=False):
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
     """Rows of ``weight`` picked by the integer ``input``; the ``padding_idx`` row gets no
-    gradient."""
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
-                                  "supported")
+    gradient. With ``max_norm``, each picked row whose ``norm_type``-norm exceeds it is
+    first scaled in place to ``max_norm / (norm + 1e-7)`` times itself, as torch's
+    embedding_renorm_ (not recorded by autograd). ``scale_grad_by_freq`` divides each
+    row's gradient by the number of times the row occurs in ``input``."""
+    if sparse:
+        raise NotImplementedError("embedding: sparse gradients are not supported")
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, float(max_norm), float(norm_type))
     out = weight[input]
+    if scale_grad_by_freq and out.requires_grad:
+        idx = input.detach().numpy(force=True)
+        _, inverse, counts = np.unique(idx, return_inverse=True, return_counts=True)
+        s = lucid.tensor((1.0 / counts[inverse.reshape(idx.shape)])[..., None],
+                         dtype=out.dtype, device=out.device)
+        out.register_hook(lambda g: g * s)          # each row's gradient / its count
     if padding_idx is not None and weight.requires_grad:
         if padding_idx < 0:
             padding_idx += weight.shape[0]
         keep = (input != padding_idx).unsqueeze(-1)
         out = lucid.where(keep, out, out.detach())
     return out
+
+
+def _embedding_renorm_(weight, input, max_norm, norm_type):
+    if weight.device != "cpu":
+        raise NotImplementedError("embedding: max_norm is supported on the cpu device only")
+    w = weight.detach().numpy()
+    rows = np.unique(input.detach().numpy(force=True))
+    if rows.size == 0:
+        return
+    if rows.min() < -w.shape[0] or rows.max() >= w.shape[0]:
+        raise IndexError(f"embedding: index out of range for {w.shape[0]} rows")
+    rows = np.unique(rows % w.shape[0])
+    norms = np.linalg.norm(w[rows], ord=norm_type, axis=1)
+    big = norms > max_norm
+    if big.any():
+        scale = (max_norm / (norms[big] + 1e-7)).astype(w.dtype)
+        w[rows[big]] *= scale[:, None]
+        _bump_version(weight)
 
 
 def one_hot(tensor, num_classes=-1):
@@ -365,9 +394,12 @@ def _pad_spatial(x, pairs, value=0.0):
 
 
 def _convnd(input, weight, bias, stride, padding, dilation, groups, nd):
+    if input.ndim == nd + 1:                    # (C, *spatial), as torch accepts
+        return _convnd(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups,
+                       nd).squeeze(0)
     if input.ndim != nd + 2:
-        raise ValueError(f"conv{nd}d expects a {nd + 2}-d input (batched), got shape "
-                         f"{tuple(input.shape)}")
+        raise ValueError(f"conv{nd}d expects a {nd + 2}-d (batched) or {nd + 1}-d "
+                         f"(unbatched) input, got shape {tuple(input.shape)}")
     c = input.shape[1]
     o, cg = weight.shape[0], weight.shape[1]
     kernel = tuple(weight.shape[2:])
@@ -441,6 +473,12 @@ def _conv_transposend(input, weight, bias, stride, padding, output_padding, grou
                       nd):
     """The adjoint of convolution: dilate the input by the stride, pad by
     ``d (k - 1) - p`` (crop when negative), and convolve with the flipped kernel."""
+    if input.ndim == nd + 1:                    # (C, *spatial), as torch accepts
+        return _conv_transposend(input.unsqueeze(0), weight, bias, stride, padding,
+                                 output_padding, groups, dilation, nd).squeeze(0)
+    if input.ndim != nd + 2:
+        raise ValueError(f"conv_transpose{nd}d expects a {nd + 2}-d (batched) or {nd + 1}-d "
+                         f"(unbatched) input, got shape {tuple(input.shape)}")
     stride = _tuple(stride, nd, "stride")
     padding = _tuple(padding, nd, "padding")
     output_padding = _tuple(output_padding, nd, "output_padding")
@@ -544,7 +582,9 @@ def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return
                                       dilation=dilation, out=out, pairs=pairs)
         res = _im2col.max_pool(x0, kernel, stride, pairs, dilation, out, composite,
                                return_indices)
-        return tuple(r.squeeze(0) for r in res) if unb else res
+        if unb:
+            res = tuple(r.squeeze(0) for r in res) if return_indices else res.squeeze(0)
+        return res
     values, arg = _max_pool_composite(x0, kernel, stride, dilation, out, pairs, True)
     if unb:
         values = values.squeeze(0)
@@ -626,8 +666,16 @@ def _adaptive_matrix(size, out):
 
 def adaptive_avg_pool2d(input, output_size):
     x, unb = _batched(input, 2)
-    out = _tuple(output_size, 2, "output_size")
-    out = tuple(x.shape[2 + a] if out[a] is None else out[a] for a in range(2))
+    if not isinstance(output_size, (tuple, list)):
+        output_size = (output_size, output_size)
+    if len(output_size) != 2:
+        raise ValueError(f"output_size must be an int or a tuple of 2 (int or None), got "
+                         f"{output_size}")
+    # None keeps that dimension's input size, as torch
+    out = tuple(x.shape[2 + a] if output_size[a] is None else int(output_size[a])
+                for a in range(2))
+    if min(out) < 1:
+        raise ValueError(f"adaptive_avg_pool2d: output_size must be positive, got {out}")
     mh = lucid.tensor(_adaptive_matrix(x.shape[2], out[0]), dtype=x.dtype, device=x.device)
     mw = lucid.tensor(_adaptive_matrix(x.shape[3], out[1]).T, dtype=x.dtype, device=x.device)
     res = lucid.matmul(lucid.matmul(mh, x), mw)
@@ -717,8 +765,18 @@ def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
-    """``softmax(q k^T * scale + mask) v``; a bool mask keeps the True positions."""
+    """``softmax(q k^T * scale + mask) v``; a bool mask keeps the True positions.
+    ``enable_gqa``: key and value may have fewer heads (dim -3) than query, a divisor of
+    its count; each of their heads serves that many consecutive query heads."""
     l_, s_ = query.shape[-2], key.shape[-2]
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+        if hq % hk or hq % hv:
+            raise ValueError(f"scaled_dot_product_attention: with enable_gqa, the query's "
+                             f"{hq} heads must be a multiple of the key's {hk} and the "
+                             f"value's {hv}")
+        key = lucid.repeat_interleave(key, hq // hk, dim=-3)
+        value = lucid.repeat_interleave(value, hq // hv, dim=-3)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = lucid.matmul(query, key.transpose(-2, -1)) * scale
     if is_causal:
@@ -740,12 +798,26 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, in_proj_bias,
                                  out_proj_weight, out_proj_bias, key_padding_mask=None,
                                  need_weights=True, attn_mask=None, average_attn_weights=True,
-                                 is_causal=False, dropout_p=0.0, training=True):
-    """Inputs are (L, N, E) (sequence first, as torch's functional form)."""
+                                 is_causal=False, dropout_p=0.0, training=True, *,
+                                 q_proj_weight=None, k_proj_weight=None, v_proj_weight=None,
+                                 bias_k=None, bias_v=None, add_zero_attn=False):
+    """Inputs are (L, N, E) (sequence first, as torch's functional form). With
+    ``in_proj_weight`` None, the three projections are ``q_proj_weight`` (E, E),
+    ``k_proj_weight`` (E, kdim) and ``v_proj_weight`` (E, vdim). ``bias_k`` / ``bias_v``
+    (1, 1, E) are appended to the projected keys and values, then a zero key and value
+    with ``add_zero_attn``; the masks leave those columns open."""
+    if (bias_k is None) != (bias_v is None):
+        raise ValueError("multi_head_attention_forward: give both bias_k and bias_v or neither")
     l_, n, e = query.shape
     s_ = key.shape[0]
     hd = e // num_heads
-    wq, wk, wv = lucid.chunk(in_proj_weight, 3, 0)
+    if in_proj_weight is not None:
+        wq, wk, wv = lucid.chunk(in_proj_weight, 3, 0)
+    elif q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
+        raise ValueError("multi_head_attention_forward: without in_proj_weight, "
+                         "q_proj_weight, k_proj_weight and v_proj_weight are all needed")
+    else:
+        wq, wk, wv = q_proj_weight, k_proj_weight, v_proj_weight
     bq = bk = bv = None
     if in_proj_bias is not None:
         bq, bk, bv = lucid.chunk(in_proj_bias, 3, 0)
@@ -756,6 +828,15 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
     def heads(t, length):  # (L, N, E) -> (N, H, L, hd)
         return t.reshape(length, n, num_heads, hd).permute(1, 2, 0, 3)
     q, k, v = heads(q, l_), heads(k, s_), heads(v, s_)
+    extra = []                                   # (1 or N, H, 1, hd) columns to append
+    if bias_k is not None:
+        extra.append((bias_k.reshape(1, num_heads, 1, hd), bias_v.reshape(1, num_heads, 1, hd)))
+    if add_zero_attn:
+        z = lucid.zeros(1, num_heads, 1, hd, dtype=q.dtype, device=q.device)
+        extra.append((z, z))
+    for ek, ev in extra:
+        k = lucid.cat([k, ek.expand(n, num_heads, 1, hd)], dim=2)
+        v = lucid.cat([v, ev.expand(n, num_heads, 1, hd)], dim=2)
     mask = None
     if is_causal and attn_mask is None:
         attn_mask = lucid.tensor(~np.tril(np.ones((l_, s_), dtype=bool)), device=q.device)
@@ -773,6 +854,8 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
             kpm = key_padding_mask.to(q.dtype)
         kpm = kpm.reshape(n, 1, 1, s_)
         mask = kpm if mask is None else mask + kpm
+    if mask is not None and extra:
+        mask = pad(mask, (0, len(extra)))
     scores = lucid.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
     if mask is not None:
         scores = scores + mask

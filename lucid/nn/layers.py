@@ -219,7 +219,7 @@ class Embedding(Module):
 
     def forward(self, input):
         return F.embedding(input, self.weight, self.padding_idx, self.max_norm,
-                           self.scale_grad_by_freq, self.sparse)
+                           self.norm_type, self.scale_grad_by_freq, self.sparse)
 
     def extra_repr(self):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
@@ -545,28 +545,51 @@ class NonDynamicallyQuantizableLinear(Linear):
 
 
 class MultiheadAttention(Module):
-    """torch.nn.MultiheadAttention (same parameter names and init; kdim = vdim = embed_dim)."""
+    """torch.nn.MultiheadAttention (same parameter names and init). With kdim or vdim
+    other than embed_dim the projections are three parameters (q_proj_weight,
+    k_proj_weight, v_proj_weight) and in_proj_weight is None, as torch. add_bias_kv
+    appends a learned key and value (bias_k, bias_v) to every sequence, add_zero_attn a
+    zero key and value, each one more column that the masks leave open."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
                  add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None,
                  dtype=None):
         super().__init__()
-        if add_bias_kv or add_zero_attn or (kdim not in (None, embed_dim)) or (
-                vdim not in (None, embed_dim)):
-            raise NotImplementedError("MultiheadAttention: add_bias_kv, add_zero_attn and "
-                                      "kdim/vdim != embed_dim are not supported")
         if embed_dim % num_heads:
             raise ValueError("embed_dim must be divisible by num_heads")
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
         self.batch_first, self.head_dim = batch_first, embed_dim // num_heads
-        self.in_proj_weight = Parameter(_empty(3 * embed_dim, embed_dim, dtype=dtype))
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(_empty(3 * embed_dim, embed_dim, dtype=dtype))
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(name, None)
+        else:
+            self.q_proj_weight = Parameter(_empty(embed_dim, embed_dim, dtype=dtype))
+            self.k_proj_weight = Parameter(_empty(embed_dim, self.kdim, dtype=dtype))
+            self.v_proj_weight = Parameter(_empty(embed_dim, self.vdim, dtype=dtype))
+            self.register_parameter("in_proj_weight", None)
         if bias:
             self.in_proj_bias = Parameter(_empty(3 * embed_dim, dtype=dtype))
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias,
                                                         dtype=dtype)
-        init.xavier_uniform_(self.in_proj_weight)
+        if add_bias_kv:
+            self.bias_k = Parameter(_empty(1, 1, embed_dim, dtype=dtype))
+            self.bias_v = Parameter(_empty(1, 1, embed_dim, dtype=dtype))
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            for w in (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight):
+                init.xavier_uniform_(w)
         if bias:
             init.zeros_(self.in_proj_bias)
             init.zeros_(self.out_proj.bias)
@@ -584,7 +607,10 @@ class MultiheadAttention(Module):
         out, w = F.multi_head_attention_forward(
             query, key, value, self.num_heads, self.in_proj_weight, self.in_proj_bias,
             self.out_proj.weight, self.out_proj.bias, key_padding_mask, need_weights, attn_mask,
-            average_attn_weights, is_causal, self.dropout, self.training)
+            average_attn_weights, is_causal, self.dropout, self.training,
+            q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight,
+            v_proj_weight=self.v_proj_weight, bias_k=self.bias_k, bias_v=self.bias_v,
+            add_zero_attn=self.add_zero_attn)
         if unbatched:
             out = out.squeeze(1)
             w = w.squeeze(0) if w is not None else None
