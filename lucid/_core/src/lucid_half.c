@@ -595,14 +595,15 @@ static void lh_compute_map(int kind, lucid_f32_map f, uint16_t *y, const uint16_
  * float32 kernel, rounded once), so reading it gives bitwise the results computing
  * gives. Reading is a gather (AVX-512 vpgatherdd: each 32-bit lane loads the 4 bytes at
  * table + 2 * index, whose low half is the entry; the table has 2 bytes of padding) or a
- * scalar load per element. Measured on a Sapphire Rapids Xeon at 1e5 elements, one
- * thread: a gather pass costs ~0.25 ns per element, about 0.5-0.7x of float32 tanh, sin,
- * gelu or sigmoid, where widening + float32 + rounding costs 1.2-1.4x (the conversions
- * compete with the math for the same ports).
+ * scalar load per element. Measured on an AVX512-FP16 Xeon (2 cores, shared) at 1e5
+ * elements, one thread: a gather pass costs ~0.25-0.45 ns per element whatever the
+ * function, 0.5-0.95x of float32 tanh, sin or gelu (bench/test_half_bench.py), where
+ * widening + float32 + rounding costs 1.15-1.4x (the conversions compete with the math
+ * for the same ports). Scalar loads were ~1.5x slower than the gathers, still a win.
  *
  * When: a (function, half kind) pair gets a table once LH_TABLE_AFTER elements have gone
  * through it (one call of that size, or many small ones), so the build -- the price of
- * computing 65536 elements -- never costs more than what was computed before it. At
+ * computing 65536 elements -- costs about what was computed before it. At
  * build time the lookup is timed against the compute path on LH_PROBE ordinary values
  * (|x| in [2**-6, 4), best of 5); when it does not win (square and other kernels whose
  * float32 loop is as cheap as the gather), the table is dropped and the pair keeps
