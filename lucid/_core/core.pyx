@@ -2695,6 +2695,10 @@ cdef int _alloc_exit(object old) except -1:
     return 0
 
 
+# Functions empty_cache() also calls: other modules' caches (unary's half lookup tables).
+_EMPTY_CACHE_HOOKS = []
+
+
 def empty_cache():
     """Return the memory of freed tensors that lucid keeps for reuse to the system.
 
@@ -2702,9 +2706,12 @@ def empty_cache():
     ``LUCID_ALLOCATOR_CACHE_MB``, 512 MB by default) so that repeated ops do not
     fault in fresh pages; this releases all of them. The arena prefaulted at import
     (``LUCID_ALLOCATOR_ARENA_MB``, 16 MB by default) gives its pages back too, once no
-    live tensor uses it. Live tensors are not affected."""
+    live tensor uses it. The lookup tables of the half unary kernels are freed too.
+    Live tensors are not affected."""
     with nogil:
         lucid_alloc_release()
+    for hook in _EMPTY_CACHE_HOOKS:
+        hook()
 
 
 def _allocator_stats():

@@ -13,8 +13,8 @@ import builtins
 import numpy as np
 
 from lucid._core.core cimport *
-from lucid._core.core import (LucidError, ShapeError, UnsupportedDTypeError, _float_arg, export,
-                              ops, register)
+from lucid._core.core import (LucidError, ShapeError, UnsupportedDTypeError, _EMPTY_CACHE_HOOKS,
+                              _float_arg, export, ops, register)
 
 cnp.import_array()
 
@@ -35,6 +35,9 @@ cdef extern from "lucid_half.h" nogil:
     void lucid_half_grad(int kind, lucid_f32_grad f, unsigned short *gx, const unsigned short *g,
                          const unsigned short *s, Py_ssize_t n)
     void lucid_half_relu(int kind, unsigned short *y, const unsigned short *x, Py_ssize_t n)
+    int lucid_half_tables(int mode)
+    int lucid_half_table_count()
+    void lucid_half_tables_release()
 
 ctypedef void (*vf32_t)(float *, const float *, const int *) noexcept nogil
 ctypedef void (*vf64_t)(double *, const double *, const int *) noexcept nogil
@@ -106,7 +109,8 @@ cdef inline void _map(const UnaryKernels *k, int num, void *y, const void *x,
     elif k.f32 == lucid_vreluf:     # exact in half: no widening (lucid_half.c)
         lucid_half_relu(LH_F16 if num == cnp.NPY_FLOAT16 else LH_BF16,
                         <unsigned short *>y, <const unsigned short *>x, n)
-    else:       # float16 / bfloat16: the float32 kernel on blocks, rounded once (lucid_half.c)
+    else:       # float16 / bfloat16: the float32 kernel on blocks, rounded once, or the
+                # table of its 65536 results once it has one (lucid_half.c)
         lucid_half_map(LH_F16 if num == cnp.NPY_FLOAT16 else LH_BF16, <lucid_f32_map>k.f32,
                        <unsigned short *>y, <const unsigned short *>x, n)
 
@@ -122,6 +126,24 @@ cdef inline void _grad_apply(const UnaryKernels *k, int num, void *gx, const voi
                         <unsigned short *>gx, <const unsigned short *>g,
                         <const unsigned short *>s, n)
 
+
+
+def _half_tables(mode=None):
+    """The lookup tables of the half unary forwards (src/lucid_half.c): returns
+    (mode, tables held) -- mode 0 off, 1 used where they win (the default), 2 built on
+    first use without timing -- and first sets the mode when one is given."""
+    if mode is not None and mode not in (0, 1, 2):
+        raise ValueError(f"half table mode must be 0, 1 or 2, not {mode!r}")
+    old = lucid_half_tables(-1 if mode is None else mode)
+    return old, lucid_half_table_count()
+
+
+def _release_half_tables():
+    with nogil:
+        lucid_half_tables_release()
+
+
+_EMPTY_CACHE_HOOKS.append(_release_half_tables)     # lucid.empty_cache() frees them
 
 # Large arrays run on lucid's pool (core's _parallel_for): one piece per
 # _piece_len(n) elements, claimed by the caller and the workers alike.

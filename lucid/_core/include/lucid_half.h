@@ -7,7 +7,8 @@
  * output: results are correctly rounded float32 results rounded to half, and no full
  * float32 copy of an array is ever made. The conversions are AVX-512 (vcvtph2ps /
  * vcvtps2ph for float16, integer rounding for bfloat16), AVX2 + F16C, or portable C,
- * chosen once at run time. float16 add, sub, mul and div use AVX512-FP16 arithmetic
+ * chosen once at run time. A unary forward reads a table of its 65536 results once it
+ * has seen enough elements. float16 add, sub, mul and div use AVX512-FP16 arithmetic
  * where the CPU has it (the same bits: see src/lucid_half.c).
  */
 #ifndef LUCID_HALF_H
@@ -28,9 +29,21 @@ void lucid_f32_to_half(int kind, uint16_t *y, const float *x, ptrdiff_t n);
 /* float64 -> half, rounded once (to nearest even) from the float64 value. */
 void lucid_f64_to_half(int kind, uint16_t *y, const double *x, ptrdiff_t n);
 
-/* y = f(x) over n half elements, through f's float32 kernel. */
+/* y = f(x) over n half elements, through f's float32 kernel. f must be a pure function
+ * of its input (it is called with the same f for the same op): once f has mapped
+ * enough elements, its results for all 65536 half patterns are kept in a table and read
+ * from there (the same bits; see src/lucid_half.c). */
 typedef void (*lucid_f32_map)(float *y, const float *x, const int *n);
 void lucid_half_map(int kind, lucid_f32_map f, uint16_t *y, const uint16_t *x, ptrdiff_t n);
+
+/* The tables of lucid_half_map: off, on when they win (the default), or built on first
+ * use without timing (tests). lucid_half_tables(mode) sets the mode (any other value
+ * only reads it) and returns the previous one; LUCID_HALF_TABLES=0|1|2 in the
+ * environment sets it at the first half kernel. */
+enum { LH_TABLES_OFF = 0, LH_TABLES_AUTO = 1, LH_TABLES_ALWAYS = 2 };
+int lucid_half_tables(int mode);
+int lucid_half_table_count(void);       /* tables held now */
+void lucid_half_tables_release(void);   /* frees every table (rebuilt when due again) */
 
 /* relu over n half elements, on the bit patterns (relu of a half value is exact). */
 void lucid_half_relu(int kind, uint16_t *y, const uint16_t *x, ptrdiff_t n);

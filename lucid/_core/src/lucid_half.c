@@ -36,6 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
+#include <time.h>
+#include <sched.h>
 
 #include "lucid_half.h"
 #include "lucid_simd.h"   /* LV_CLONES */
@@ -462,6 +464,7 @@ static lh_widen_fn lh_f16_widen;
 static lh_narrow_fn lh_f16_narrow, lh_bf16_narrow;
 static lh_odd_fn lh_odd;
 static int lh_level = -1;
+static int lh_tables_mode = LH_TABLES_AUTO;   /* lookup tables (see lh_table_map) */
 
 static int lh_detect(void)
 {
@@ -479,7 +482,7 @@ static int lh_detect(void)
 static void lh_init(void)
 {
     int level = lh_detect();
-    const char *cap = getenv("LUCID_HALF_ISA");
+    const char *cap = getenv("LUCID_HALF_ISA"), *tables;
     for (int i = 0; cap != NULL && i < (int)(sizeof lh_isa_names / sizeof *lh_isa_names); i++)
         if (strcmp(cap, lh_isa_names[i]) == 0 && i < level)
             level = i;
@@ -487,6 +490,9 @@ static void lh_init(void)
     lh_f16_narrow = lh_f32_to_f16_c;
     lh_bf16_narrow = lh_f32_to_bf16;
     lh_odd = lh_f64_to_f32_odd_c;
+    tables = getenv("LUCID_HALF_TABLES");
+    if (tables != NULL && (strcmp(tables, "0") == 0 || strcmp(tables, "2") == 0))
+        __atomic_store_n(&lh_tables_mode, tables[0] - '0', __ATOMIC_RELAXED);
 #ifdef LH_X86
     if (level >= LH_ISA_AVX512) {
         lh_f16_widen = lh_f16_to_f32_avx512;
@@ -558,7 +564,8 @@ static inline int lh_pairs(int kind)
 #endif
 }
 
-void lucid_half_map(int kind, lucid_f32_map f, uint16_t *y, const uint16_t *x, ptrdiff_t n)
+/* y = f(x) the long way: widen a block, run f's float32 kernel, round the block. */
+static void lh_compute_map(int kind, lucid_f32_map f, uint16_t *y, const uint16_t *x, ptrdiff_t n)
 {
     float xb[LH_BLOCK] __attribute__((aligned(64)));
     float yb[LH_BLOCK] __attribute__((aligned(64)));
@@ -579,6 +586,234 @@ void lucid_half_map(int kind, lucid_f32_map f, uint16_t *y, const uint16_t *x, p
         f(yb, xb, &m);
         lucid_f32_to_half(kind, y + i, yb, m);
     }
+}
+
+/* ---- lookup tables for unary forwards -------------------------------------------------
+ *
+ * A half input has 65536 bit patterns, so f over half values is a table of 65536 half
+ * results. The table is filled by lh_compute_map itself (all 65536 patterns through the
+ * float32 kernel, rounded once), so reading it gives bitwise the results computing
+ * gives. Reading is a gather (AVX-512 vpgatherdd: each 32-bit lane loads the 4 bytes at
+ * table + 2 * index, whose low half is the entry; the table has 2 bytes of padding) or a
+ * scalar load per element. Measured on an AVX512-FP16 Xeon (2 cores, shared) at 1e5
+ * elements, one thread: a gather pass costs ~0.25-0.45 ns per element whatever the
+ * function, 0.5-0.95x of float32 tanh, sin or gelu (bench/test_half_bench.py), where
+ * widening + float32 + rounding costs 1.15-1.4x (the conversions compete with the math
+ * for the same ports). Scalar loads were ~1.5x slower than the gathers, still a win.
+ *
+ * When: a (function, half kind) pair gets a table once LH_TABLE_AFTER elements have gone
+ * through it (one call of that size, or many small ones), so the build -- the price of
+ * computing 65536 elements -- costs about what was computed before it. At
+ * build time the lookup is timed against the compute path on LH_PROBE ordinary values
+ * (|x| in [2**-6, 4), best of 5); when it does not win (square and other kernels whose
+ * float32 loop is as cheap as the gather), the table is dropped and the pair keeps
+ * computing. Timing only picks between two paths with identical results.
+ *
+ * Memory: at most LH_SLOTS pairs per kind, 128 KiB each, only for functions used;
+ * lucid.empty_cache() frees them (lucid_half_tables_release). LUCID_HALF_TABLES=0 in the
+ * environment (read once) turns tables off, =2 builds them on first use without the
+ * timing (what the tests use to check every row's table against the compute path).
+ *
+ * Threads: a slot's `table` word is the whole state -- NULL (counting), LH_BUILDING,
+ * LH_NEVER, or the table -- changed only by compare-and-swap (one builder per pair; the
+ * others keep computing meanwhile) and by release (table -> NULL). Readers announce
+ * themselves in lh_readers before loading the word, and release frees only after it saw
+ * lh_readers at zero following its swaps, so no reader ever holds a freed table. */
+#define LH_SLOTS 64                 /* (function, kind) pairs with a table, per kind */
+#define LH_TABLE_AFTER 65536        /* elements through a function before it gets a table */
+#define LH_PROBE 16384              /* elements timed at build time */
+#define LH_TABLE_LEN (65536 + 32)   /* entries, with padding for the 4-byte gather */
+
+typedef struct {
+    lucid_f32_map fn;               /* the key, claimed once (compare-and-swap from NULL) */
+    ptrdiff_t seen;                 /* elements mapped through fn without a table */
+    uint16_t *table;                /* NULL, LH_BUILDING, LH_NEVER or the table */
+} lh_slot;
+
+static lh_slot lh_slots[2][LH_SLOTS];
+static int lh_readers;
+static char lh_building_tag, lh_never_tag;
+#define LH_BUILDING ((uint16_t *)(void *)&lh_building_tag)
+#define LH_NEVER ((uint16_t *)(void *)&lh_never_tag)
+#define LH_IS_TABLE(p) ((p) != NULL && (p) != LH_BUILDING && (p) != LH_NEVER)
+
+static void lh_lookup_c(uint16_t *y, const uint16_t *x, const uint16_t *t, ptrdiff_t n)
+{
+    for (ptrdiff_t i = 0; i < n; i++)
+        y[i] = t[x[i]];
+}
+
+#ifdef LH_X86
+/* 32 elements per step: the even-numbered ones are the low halves of the 32-bit lanes,
+ * the odd-numbered ones the high halves; one gather each, merged by a word blend. A
+ * last partial group loads zeros (index 0, a valid entry) and stores under its mask. */
+LH_AVX512 static void lh_lookup_avx512(uint16_t *y, const uint16_t *x, const uint16_t *t,
+                                       ptrdiff_t n)
+{
+    const __m512i lo16 = _mm512_set1_epi32(0xffff);
+    for (ptrdiff_t i = 0; i < n; i += 32) {
+        __mmask32 k = n - i >= 32 ? LH_ALL : LH_TAIL32(n - i);
+        __m512i h = lh_load32(x + i, k);
+        __m512i even = _mm512_i32gather_epi32(_mm512_and_si512(h, lo16), (const void *)t, 2);
+        __m512i odd = _mm512_i32gather_epi32(_mm512_srli_epi32(h, 16), (const void *)t, 2);
+        lh_store32(y + i, k, _mm512_mask_blend_epi16((__mmask32)0xaaaaaaaau, even,
+                                                     _mm512_slli_epi32(odd, 16)));
+    }
+}
+#endif
+
+static void lh_lookup(uint16_t *y, const uint16_t *x, const uint16_t *t, ptrdiff_t n)
+{
+#ifdef LH_X86
+    if (lh_ready() >= LH_ISA_AVX512) {
+        lh_lookup_avx512(y, x, t, n);
+        return;
+    }
+#endif
+    lh_lookup_c(y, x, t, n);
+}
+
+static double lh_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The slot of (kind, f), claimed on first use; NULL when all LH_SLOTS are taken. */
+static lh_slot *lh_slot_of(int kind, lucid_f32_map f)
+{
+    size_t h = (size_t)(((uintptr_t)f >> 4) * 0x9e3779b1u);
+    for (size_t i = 0; i < LH_SLOTS; i++) {
+        lh_slot *s = &lh_slots[kind][(h + i) % LH_SLOTS];
+        lucid_f32_map cur = __atomic_load_n(&s->fn, __ATOMIC_ACQUIRE);
+        if (cur == NULL &&
+            __atomic_compare_exchange_n(&s->fn, &cur, f, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return s;
+        if (cur == f)
+            return s;
+    }
+    return NULL;
+}
+
+/* f's table (every pattern through lh_compute_map), LH_NEVER when `timed` and the
+ * lookup does not beat computing, NULL when out of memory. */
+static uint16_t *lh_build(int kind, lucid_f32_map f, int timed)
+{
+    uint16_t idx[LH_BLOCK];
+    uint16_t *t = malloc((LH_TABLE_LEN + 2 * LH_PROBE) * sizeof *t);
+    uint16_t *px = t + LH_TABLE_LEN, *py = px + LH_PROBE;
+    double compute = 1e30, lookup = 1e30;
+    if (t == NULL)
+        return NULL;
+    for (int i = 0; i < 65536; i += LH_BLOCK) {
+        for (int j = 0; j < LH_BLOCK; j++)
+            idx[j] = (uint16_t)(i + j);
+        lh_compute_map(kind, f, t + i, idx, LH_BLOCK);
+    }
+    memset(t + 65536, 0, (LH_TABLE_LEN - 65536) * sizeof *t);
+    if (!timed)
+        return t;
+    /* ordinary values: any sign, exponents 2**-6 .. 2**1, scrambled mantissas */
+    int mbits = kind == LH_BF16 ? 7 : 10, bias = kind == LH_BF16 ? 127 : 15;
+    for (uint32_t i = 0; i < LH_PROBE; i++) {
+        uint32_t r = (i * 2654435761u) >> 7;
+        uint32_t e = (uint32_t)bias - 6 + (r >> mbits) % 8;
+        px[i] = (uint16_t)(((r >> 20) & 1u) << 15 | e << mbits | (r & ((1u << mbits) - 1)));
+    }
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = lh_now(), t1, t2;
+        lh_compute_map(kind, f, py, px, LH_PROBE);
+        t1 = lh_now();
+        lh_lookup(py, px, t, LH_PROBE);
+        t2 = lh_now();
+        compute = t1 - t0 < compute ? t1 - t0 : compute;
+        lookup = t2 - t1 < lookup ? t2 - t1 : lookup;
+    }
+    if (lookup < compute)
+        return t;
+    free(t);
+    return LH_NEVER;
+}
+
+/* y = f(x) from f's table when it has one (built here when it is due); 0 when the
+ * caller must compute. */
+static int lh_table_map(int kind, lucid_f32_map f, uint16_t *y, const uint16_t *x, ptrdiff_t n)
+{
+    int mode;
+    lh_slot *s;
+    lh_ready();
+    mode = __atomic_load_n(&lh_tables_mode, __ATOMIC_RELAXED);
+    if (mode == LH_TABLES_OFF || n <= 0 || (s = lh_slot_of(kind, f)) == NULL)
+        return 0;
+    for (int built = 0;; built = 1) {
+        uint16_t *p;
+        __atomic_add_fetch(&lh_readers, 1, __ATOMIC_SEQ_CST);
+        p = __atomic_load_n(&s->table, __ATOMIC_SEQ_CST);
+        if (LH_IS_TABLE(p))
+            lh_lookup(y, x, p, n);
+        __atomic_sub_fetch(&lh_readers, 1, __ATOMIC_SEQ_CST);
+        if (LH_IS_TABLE(p))
+            return 1;
+        if (built || p == LH_BUILDING || (p == LH_NEVER && mode != LH_TABLES_ALWAYS))
+            return 0;
+        if (mode != LH_TABLES_ALWAYS &&
+            __atomic_add_fetch(&s->seen, n, __ATOMIC_RELAXED) < LH_TABLE_AFTER)
+            return 0;
+        if (!__atomic_compare_exchange_n(&s->table, &p, LH_BUILDING, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE))
+            return 0;                               /* another thread builds it */
+        p = lh_build(kind, f, mode != LH_TABLES_ALWAYS);
+        __atomic_store_n(&s->table, p, __ATOMIC_RELEASE);
+    }
+}
+
+void lucid_half_tables_release(void)
+{
+    uint16_t *old[2 * LH_SLOTS];
+    int m = 0;
+    for (int kind = 0; kind < 2; kind++)
+        for (int i = 0; i < LH_SLOTS; i++) {
+            lh_slot *s = &lh_slots[kind][i];
+            uint16_t *p = __atomic_load_n(&s->table, __ATOMIC_SEQ_CST);
+            if (LH_IS_TABLE(p) &&
+                __atomic_compare_exchange_n(&s->table, &p, NULL, 0, __ATOMIC_SEQ_CST,
+                                            __ATOMIC_SEQ_CST)) {
+                old[m++] = p;
+                __atomic_store_n(&s->seen, 0, __ATOMIC_RELAXED);
+            }
+        }
+    while (m > 0 && __atomic_load_n(&lh_readers, __ATOMIC_SEQ_CST) != 0)
+        sched_yield();                              /* a lookup in flight: it ends soon */
+    while (m > 0)
+        free(old[--m]);
+}
+
+int lucid_half_tables(int mode)
+{
+    int old;
+    lh_ready();
+    old = __atomic_load_n(&lh_tables_mode, __ATOMIC_RELAXED);
+    if (mode >= LH_TABLES_OFF && mode <= LH_TABLES_ALWAYS)
+        __atomic_store_n(&lh_tables_mode, mode, __ATOMIC_RELAXED);
+    return old;
+}
+
+int lucid_half_table_count(void)
+{
+    int c = 0;
+    for (int kind = 0; kind < 2; kind++)
+        for (int i = 0; i < LH_SLOTS; i++) {
+            uint16_t *p = __atomic_load_n(&lh_slots[kind][i].table, __ATOMIC_ACQUIRE);
+            c += LH_IS_TABLE(p);
+        }
+    return c;
+}
+
+void lucid_half_map(int kind, lucid_f32_map f, uint16_t *y, const uint16_t *x, ptrdiff_t n)
+{
+    if (!lh_table_map(kind, f, y, x, n))
+        lh_compute_map(kind, f, y, x, n);
 }
 
 void lucid_half_grad(int kind, lucid_f32_grad f, uint16_t *gx, const uint16_t *g,
