@@ -174,6 +174,7 @@ static double lr_product(const double *a, ptrdiff_t n)
 
 #define T float
 #define IT int32_t
+#define LR_GENERIC_VEC 1
 #define LR(name) lr_##name##f
 #define LR_SUM_ID(f) lucid_sumf_##f
 #define LR_SUM_SQ(f) lr_sumsqf_##f
@@ -182,6 +183,7 @@ static double lr_product(const double *a, ptrdiff_t n)
 #include "lucid_reduce_tpl.h"
 #undef T
 #undef IT
+#undef LR_GENERIC_VEC
 #undef LR
 #undef LR_SUM_ID
 #undef LR_SUM_SQ
@@ -190,6 +192,7 @@ static double lr_product(const double *a, ptrdiff_t n)
 
 #define T double
 #define IT int64_t
+#define LR_GENERIC_VEC 0
 #define LR(name) lr_##name
 #define LR_SUM_ID(f) lucid_sum_##f
 #define LR_SUM_SQ(f) lr_sumsq_##f
@@ -198,6 +201,7 @@ static double lr_product(const double *a, ptrdiff_t n)
 #include "lucid_reduce_tpl.h"
 #undef T
 #undef IT
+#undef LR_GENERIC_VEC
 #undef LR
 #undef LR_SUM_ID
 #undef LR_SUM_SQ

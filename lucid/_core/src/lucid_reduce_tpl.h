@@ -6,6 +6,9 @@
  *   LR_SUM_ID(f), LR_SUM_SQ(f), LR_SUM_ABS(f)  the pairwise sums of lucid_reduce.c's
  *            LV_SUM (of x, of (x - c)^2, of |x|): f = t for one run, rows for rows
  *   EXPT     exp of T (expf / exp: libmvec in `omp simd` loops)
+ *   IT       the signed integer type of T's width (lane masks)
+ *   LR_GENERIC_VEC  1: max/min runs and the exp sums' folds use gcc's generic vectors
+ *            of 16 T (fast for float); 0: arrays of 16 lanes (double)
  *
  * Every sum has a fixed order given the shape: rows are summed pairwise (leaves of
  * 256 elements), columns pairwise over blocks of LR_COL_LEAF rows in double, and
@@ -87,8 +90,67 @@ typedef int64_t LR(m8) __attribute__((vector_size(8 * sizeof(int64_t))));
     if (at) *at = k;                                                             \
     return m;
 
+/* The same with 16 lanes in an array (LR_GENERIC_VEC == 0: gcc lowers generic vectors
+ * of 16 doubles and their 64-bit masks badly). */
+#define LR_EXT_BODY_ARR(CMP)                                                     \
+    T m;                                                                         \
+    if (n >= 32) {                                                               \
+        T acc[16], z[16];                                                        \
+        for (int l = 0; l < 16; l++) { acc[l] = x[l]; z[l] = x[l] - x[l]; }      \
+        ptrdiff_t i = 16;                                                        \
+        for (; i + 16 <= n; i += 16) {                                           \
+            _Pragma("omp simd")                                                  \
+            for (int l = 0; l < 16; l++) {                                       \
+                T v = x[i + l];                                                  \
+                acc[l] = v CMP acc[l] ? v : acc[l];                              \
+                z[l] += v - v;                                                   \
+            }                                                                    \
+        }                                                                        \
+        T zz = 0;                                                                \
+        m = acc[0];                                                              \
+        for (int l = 0; l < 16; l++) { zz += z[l]; m = acc[l] CMP m ? acc[l] : m; } \
+        for (; i < n; i++) { zz += x[i] - x[i]; m = x[i] CMP m ? x[i] : m; }     \
+        if (zz == zz) {                                                          \
+            if (at) {                                                            \
+                ptrdiff_t k = 0;                                                 \
+                while (x[k] != m) k++;                                           \
+                *at = k;                                                         \
+            }                                                                    \
+            return m;                                                            \
+        }                                                                        \
+    }                                                                            \
+    m = x[0];                                                                    \
+    ptrdiff_t k = 0;                                                             \
+    if (m == m) {                                                                \
+        for (ptrdiff_t i = 1; i < n; i++) {                                      \
+            T v = x[i];                                                          \
+            if (v != v) { m = v; k = i; break; }                                 \
+            if (v CMP m) { m = v; k = i; }                                       \
+        }                                                                        \
+    }                                                                            \
+    if (at) *at = k;                                                             \
+    return m;
+
+#if LR_GENERIC_VEC
 LV_CLONES static T LR(maxrun)(const T *x, ptrdiff_t n, ptrdiff_t *at) { LR_EXT_BODY(>, LR_C_GT) }
 LV_CLONES static T LR(minrun)(const T *x, ptrdiff_t n, ptrdiff_t *at) { LR_EXT_BODY(<, LR_C_LT) }
+/* acc += the 16 lanes of s, folded pairwise */
+#define LR_FOLD_S(s, acc)                                                        \
+    do {                                                                         \
+        LR(vec) sv_;                                                             \
+        memcpy(&sv_, s, sizeof sv_);                                             \
+        LR_FOLDV(sv_, LR_C_ADD);                                                 \
+        acc += sv_[0];                                                           \
+    } while (0)
+#else
+LV_CLONES static T LR(maxrun)(const T *x, ptrdiff_t n, ptrdiff_t *at) { LR_EXT_BODY_ARR(>) }
+LV_CLONES static T LR(minrun)(const T *x, ptrdiff_t n, ptrdiff_t *at) { LR_EXT_BODY_ARR(<) }
+#define LR_FOLD_S(s, acc)                                                        \
+    do {                                                                         \
+        LR_FOLD16(s);                                                            \
+        acc += s[0];                                                             \
+    } while (0)
+#endif
 
 /* The shift of the exp-sums. logsumexp: the max if finite, else 0 (then the sums give
  * inf, nan or log(0) = -inf exactly as the unshifted formula does). softmax and
@@ -115,10 +177,7 @@ static T LR(shift_op)(T m, int op) { return op == LR_LSE ? LR(shift)(m) : m; }
                 s[l] += v;                                                       \
             }                                                                    \
         }                                                                        \
-        LR(vec) sv_;                                                             \
-        memcpy(&sv_, s, sizeof sv_);                                             \
-        LR_FOLDV(sv_, LR_C_ADD);                                                 \
-        acc += sv_[0];                                                           \
+        LR_FOLD_S(s, acc);                                                       \
     }                                                                            \
     if (nfull < n) {                                                             \
         int rest = (int)(n - nfull);                                             \
@@ -134,10 +193,7 @@ static T LR(shift_op)(T m, int op) { return op == LR_LSE ? LR(shift)(m) : m; }
         }                                                                        \
         _Pragma("omp simd")                                                      \
         for (int l = 0; l < 16; l++) s[l] = l < rest ? eb[l] : 0;               \
-        LR(vec) sv_;                                                             \
-        memcpy(&sv_, s, sizeof sv_);                                             \
-        LR_FOLDV(sv_, LR_C_ADD);                                                 \
-        acc += sv_[0];                                                           \
+        LR_FOLD_S(s, acc);                                                       \
     }                                                                            \
     return acc;
 
@@ -284,9 +340,13 @@ static void LR(softmax_row)(const T *x, T *y, ptrdiff_t n)
         LR(scale)(y, n, (T)(1.0 / s));
         return;
     }
+    if (nb == 1) {              /* the row is one block: y / sum, as the 3-pass formula */
+        LR(scale)(y, n, (T)(1.0 / sb[0]));
+        return;
+    }
     double S = 0, f[LR_SMX_BLOCKS];
     for (int k = 0; k < nb; k++) {
-        f[k] = nb == 1 ? 1.0 : exp((double)mb[k] - (double)M);
+        f[k] = exp((double)mb[k] - (double)M);
         S += sb[k] * f[k];
     }
     for (int k = 0; k < nb; k++) {
@@ -337,7 +397,7 @@ LV_CLONES static void LR(lsebwd)(const T *x, T g, T lse, T *out, ptrdiff_t n)
 /* cumsum / cumprod of the rows r0 <= r < r1 (rows of L), in sequence and in double
  * as the definition reads; four rows at a time, so that four independent chains of
  * adds (or multiplies) overlap. */
-LV_CLONES static void LR(cumrows)(const T *x, T *y, ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t L,
+LV_CLONES static void LR(cumrows)(const T *restrict x, T *restrict y, ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t L,
                                   int prod)
 {
     ptrdiff_t r = r0;
@@ -945,6 +1005,8 @@ static void LR(xent_piece)(lucid_xent_plan *p, ptrdiff_t piece)
 }
 
 #undef LR_EXT_BODY
+#undef LR_EXT_BODY_ARR
+#undef LR_FOLD_S
 #undef LR_SEL
 #undef LR_C_ADD
 #undef LR_C_MUL
