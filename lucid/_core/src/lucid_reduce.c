@@ -119,12 +119,108 @@ LV_SIMD_PAIR(exp)
         for (; r < r1; r++)                                                     \
             y[r] = (TYPE)fname##_leaf_body(x + r * n, n, NULL, c ? c[r] : 0);   \
     }
+/* The same sums of doubles, bitwise: each 16-lane vector of LV_SUM is held as two
+ * vectors of 8 (lo: lanes 0-7, hi: lanes 8-15), which gcc keeps in registers (it
+ * lowers generic vectors of 16 doubles and their 64-bit masks to slow code). */
+#define LV_SUM8(fname, TYPE, ITYPE, XF)                                         \
+    typedef TYPE fname##_v __attribute__((vector_size(8 * sizeof(TYPE))));      \
+    typedef ITYPE fname##_m __attribute__((vector_size(8 * sizeof(TYPE))));     \
+    static inline __attribute__((always_inline)) fname##_v                      \
+    fname##_load(const TYPE *x, TYPE c)                                         \
+    {                                                                           \
+        fname##_v v;                                                            \
+        memcpy(&v, x, sizeof v);                                                \
+        (void)c;                                                                \
+        return XF(v, c, fname##_v, fname##_m);                                  \
+    }                                                                           \
+    /* mask: NULL, or the lo and hi masks of lanes l < n % 16 when x[n:n + 16]  \
+     * may be read. */                                                          \
+    static inline __attribute__((always_inline)) double                         \
+    fname##_leaf_body(const TYPE *x, ptrdiff_t n, const fname##_m *mask, TYPE c) \
+    {                                                                           \
+        fname##_v b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0}, b4 = {0}, b5 = {0},   \
+                  b6 = {0}, b7 = {0}, z = {0};                                  \
+        ptrdiff_t i = 0;                                                        \
+        for (; i + LV_SUM_LANES <= n; i += LV_SUM_LANES) {                      \
+            b0 += fname##_load(x + i, c);                                       \
+            b1 += fname##_load(x + i + 8, c);                                   \
+            b2 += fname##_load(x + i + 16, c);                                  \
+            b3 += fname##_load(x + i + 24, c);                                  \
+            b4 += fname##_load(x + i + 32, c);                                  \
+            b5 += fname##_load(x + i + 40, c);                                  \
+            b6 += fname##_load(x + i + 48, c);                                  \
+            b7 += fname##_load(x + i + 56, c);                                  \
+        }                                                                       \
+        if (i < n) {                                                            \
+            int q = (int)(n - i) / 16, r = (int)(n - i) % 16;                   \
+            fname##_v plo, phi;                                                 \
+            const TYPE *xp = x + i + 16 * q;                                    \
+            if (mask) {                                                         \
+                plo = (fname##_v)((fname##_m)fname##_load(xp, c) & mask[0]);    \
+                phi = (fname##_v)((fname##_m)fname##_load(xp + 8, c) & mask[1]); \
+            } else {                                                            \
+                TYPE t[16] = {0};                                               \
+                fname##_m mk0, mk1;                                             \
+                for (int l = 0; l < 8; l++) {                                   \
+                    mk0[l] = l < r ? -1 : 0;                                    \
+                    mk1[l] = l + 8 < r ? -1 : 0;                                \
+                }                                                               \
+                for (int l = 0; l < r; l++) t[l] = xp[l];                       \
+                plo = (fname##_v)((fname##_m)fname##_load(t, c) & mk0);         \
+                phi = (fname##_v)((fname##_m)fname##_load(t + 8, c) & mk1);     \
+            }                                                                   \
+            b0 += q > 0 ? fname##_load(x + i, c) : plo;                         \
+            b1 += q > 0 ? fname##_load(x + i + 8, c) : phi;                     \
+            b2 += q > 1 ? fname##_load(x + i + 16, c) : q == 1 ? plo : z;       \
+            b3 += q > 1 ? fname##_load(x + i + 24, c) : q == 1 ? phi : z;       \
+            b4 += q == 2 ? plo : q > 2 ? fname##_load(x + i + 32, c) : z;       \
+            b5 += q == 2 ? phi : q > 2 ? fname##_load(x + i + 40, c) : z;       \
+            b6 += q == 3 ? plo : z;                                             \
+            b7 += q == 3 ? phi : z;                                             \
+        }                                                                       \
+        fname##_v s = ((b0 + b4) + (b2 + b6)) + ((b1 + b5) + (b3 + b7));        \
+        s += __builtin_shuffle(s, (fname##_m){4, 5, 6, 7, 4, 5, 6, 7});         \
+        s += __builtin_shuffle(s, (fname##_m){2, 3, 2, 3, 2, 3, 2, 3});         \
+        return (double)(s[0] + s[1]);                                           \
+    }                                                                           \
+    LV_CLONES static double fname##_leaf(const TYPE *x, ptrdiff_t n, TYPE c)    \
+    {                                                                           \
+        return fname##_leaf_body(x, n, NULL, c);                                \
+    }                                                                           \
+    static double fname##_t(const TYPE *x, ptrdiff_t n, TYPE c)                 \
+    {                                                                           \
+        if (n <= LV_SUM_LEAF) return fname##_leaf(x, n, c);                     \
+        ptrdiff_t h = (n / 2 / LV_SUM_LEAF) * LV_SUM_LEAF;                      \
+        if (h == 0) h = n / 2;                                                  \
+        return fname##_t(x, h, c) + fname##_t(x + h, n - h, c);                 \
+    }                                                                           \
+    LV_CLONES static void fname##_rows(const TYPE *x, TYPE *y, ptrdiff_t r0,    \
+                                       ptrdiff_t r1, ptrdiff_t n, ptrdiff_t nrows, \
+                                       const TYPE *c)                           \
+    {                                                                           \
+        if (n > LV_SUM_LEAF) {                                                  \
+            for (ptrdiff_t r = r0; r < r1; r++)                                 \
+                y[r] = (TYPE)fname##_t(x + r * n, n, c ? c[r] : 0);             \
+            return;                                                             \
+        }                                                                       \
+        fname##_m mask[2];                                                      \
+        for (int l = 0; l < 8; l++) {                                           \
+            mask[0][l] = l < n % 16 ? -1 : 0;                                   \
+            mask[1][l] = l + 8 < n % 16 ? -1 : 0;                               \
+        }                                                                       \
+        ptrdiff_t safe_end = nrows - (n > 0 ? (16 + n - 1) / n : nrows);        \
+        ptrdiff_t r = r0;                                                       \
+        for (; r < r1 && r < safe_end; r++)                                     \
+            y[r] = (TYPE)fname##_leaf_body(x + r * n, n, mask, c ? c[r] : 0);   \
+        for (; r < r1; r++)                                                     \
+            y[r] = (TYPE)fname##_leaf_body(x + r * n, n, NULL, c ? c[r] : 0);   \
+    }
 LV_SUM(lucid_sumf, float, int32_t, LV_XF_ID)
-LV_SUM(lucid_sum, double, int64_t, LV_XF_ID)
+LV_SUM8(lucid_sum, double, int64_t, LV_XF_ID)
 LV_SUM(lr_sumsqf, float, int32_t, LV_XF_SQ)
-LV_SUM(lr_sumsq, double, int64_t, LV_XF_SQ)
+LV_SUM8(lr_sumsq, double, int64_t, LV_XF_SQ)
 LV_SUM(lr_asumf, float, int32_t, LV_XF_ABS)
-LV_SUM(lr_asum, double, int64_t, LV_XF_ABS)
+LV_SUM8(lr_asum, double, int64_t, LV_XF_ABS)
 
 double lucid_sumf(const float *x, ptrdiff_t n) { return lucid_sumf_t(x, n, 0); }
 double lucid_sum(const double *x, ptrdiff_t n) { return lucid_sum_t(x, n, 0); }
