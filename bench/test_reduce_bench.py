@@ -6,6 +6,8 @@ ratios in one run (bench/conftest.py prints them per group).
          var, std, norm (p=2), all, any, cumsum, cumprod, softmax, log_softmax, each along the last axis (``<op>_last``), the first
          axis (``<op>_first``) and, for the reductions, all axes (``<op>_all``)
   sizes  1e3 as (10, 100), 1e5 as (1000, 100)
+  dtypes float32, float64; int32 and int64 too for the ops with integer kernels
+         (sum, amax, amin, argmax, max, all, any, cumsum: values in [-3, 3])
   modes  fwd; fwd_bwd (op(x).sum().backward()) for var, norm, softmax and log_softmax
   peers  lucid, numpy (forward; scipy.special for the softmax family, if installed), torch
 
@@ -33,6 +35,8 @@ except ImportError:            # pragma: no cover
 
 SHAPES = {"1e3": (10, 100), "1e5": (1000, 100)}
 DTYPES = ["float32", "float64"]
+INT_DTYPES = ["int32", "int64"]
+INT_OPS = {"sum", "amax", "amin", "argmax", "max", "all", "any", "cumsum"}
 PEERS = ["lucid", "numpy", "torch"]
 AXES = {"last": 1, "first": 0, "all": None}
 
@@ -127,9 +131,14 @@ def _in_matrix(op, size, mode, threads, peer):
     return True
 
 
+def _dtypes(name):
+    return DTYPES + INT_DTYPES if name in INT_OPS else DTYPES
+
+
 CASES = [
     pytest.param(o, s, d, m, t, p, id=f"{group_name(o, s, d, m, t)}-{p}")
-    for o in OPS for s, d, t, p in itertools.product(SHAPES, DTYPES, THREAD_SET, PEERS)
+    for o in OPS for s, t, p in itertools.product(SHAPES, THREAD_SET, PEERS)
+    for d in _dtypes(OPS[o][0])
     for m in _modes(OPS[o][0])
     if _in_matrix(o, s, m, t, p)
 ]
@@ -138,6 +147,8 @@ TOL = {"float32": dict(rtol=1e-4, atol=1e-5), "float64": dict(rtol=1e-10, atol=1
 
 
 def _input(shape, dtype):
+    if dtype.startswith("int"):
+        return np.random.default_rng(1234).integers(-3, 4, size=shape).astype(dtype)
     return np.random.default_rng(1234).standard_normal(shape).astype(dtype)
 
 
@@ -148,13 +159,14 @@ def test_reduce(benchmark, op_name, size, dtype, mode, threads, peer):
     d = AXES[ax]
     got_threads = set_threads(threads)
     a = _input(SHAPES[size], dtype)
-    want = f_numpy(a.astype(np.float64), d)
+    want = f_numpy(a.astype(np.float64) if a.dtype.kind == "f" else a, d)
 
     if peer == "numpy":
         def timed():
             return f_numpy(a, d)
         # NumPy's float32 cumsum accumulates in float32 (lucid and torch in double)
-        tol = dict(rtol=1e-3, atol=1e-3) if name == "cumsum" and dtype == "float32" else TOL[dtype]
+        tol = dict(rtol=1e-3, atol=1e-3) if name == "cumsum" and dtype == "float32" else \
+            TOL.get(dtype, {})
         np.testing.assert_allclose(np.asarray(timed(), np.float64), want, **tol)
     else:
         if peer == "lucid":
@@ -169,7 +181,7 @@ def test_reduce(benchmark, op_name, size, dtype, mode, threads, peer):
             call = f_torch
         out = call(mod, x, d)
         got = out.detach().numpy() if hasattr(out, "detach") else out.numpy()
-        np.testing.assert_allclose(np.asarray(got, np.float64), want, **TOL[dtype])
+        np.testing.assert_allclose(np.asarray(got, np.float64), want, **TOL.get(dtype, {}))
         if mode == "fwd":
             def timed():
                 return call(mod, x, d)

@@ -422,7 +422,7 @@ def _red(name, amp="KeepInput", saves="", int_rule="keep", method=True, grad=Tru
 REDUCTIONS = [
     _red("sum", amp="ForceFP32"),
     _red("mean", int_rule="reject"),
-    _red("prod", amp="ForceFP32", saves="x"),
+    _red("prod", amp="ForceFP32", saves="xy"),
     _red("amax", saves="xy"),
     _red("amin", saves="xy"),
     _red("max", saves="xy"),

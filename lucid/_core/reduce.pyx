@@ -38,15 +38,31 @@ cdef extern from "lucid_vforce.h" nogil:
         LR_PROD
         LR_CUMSUM
         LR_CUMPROD
+        LR_MEAN
+        LR_NORM2
+        LR_SOFTMAX_BWD
+        LR_LOGSOFTMAX_BWD
+        LR_LSE_BWD
+        LR_ALL
+        LR_ANY
+        LR_T_F32
+        LR_T_F64
+        LR_T_I8
+        LR_T_I16
+        LR_T_I32
+        LR_T_I64
+        LR_T_U8
     ctypedef struct lucid_red_plan:
         int op, dbl
         const void *x
         void *y
+        const void *g
         cnp.npy_int64 *idx
         Py_ssize_t outer, red, inner
         const void *center
         int phase, nphases
         Py_ssize_t npieces
+        int flag
     int lucid_red_setup(lucid_red_plan *p)
     void lucid_red_piece(void *plan, Py_ssize_t piece)
     void lucid_red_step(lucid_red_plan *p)
@@ -92,24 +108,56 @@ cdef int _run_plan_nogil(lucid_red_plan *p, int nt) noexcept nogil:
     return 0
 
 
+cdef int _elem_type(int num) noexcept:
+    """The kernels' element type (LR_T_*) of a NumPy type number, or -1."""
+    if num == cnp.NPY_FLOAT:
+        return LR_T_F32
+    if num == cnp.NPY_DOUBLE:
+        return LR_T_F64
+    if num == cnp.NPY_BYTE:
+        return LR_T_I8
+    if num == cnp.NPY_SHORT:
+        return LR_T_I16
+    if num == cnp.NPY_INT:
+        return LR_T_I32
+    if num == cnp.NPY_LONG or num == cnp.NPY_LONGLONG:
+        return LR_T_I64 if sizeof(long) == 8 or num == cnp.NPY_LONGLONG else LR_T_I32
+    if num == cnp.NPY_UBYTE or num == cnp.NPY_BOOL:
+        return LR_T_U8
+    return -1
+
+
+cdef inline cnp.ndarray _aligned(cnp.ndarray a):
+    """a, or an aligned copy (the kernels read typed pointers; same result)."""
+    return a if cnp.PyArray_ISALIGNED(a) else np.array(a, copy=True)
+
+
 cdef object _kernel_reduce(int op, cnp.ndarray a, tuple axes, bint keepdim, bint want_idx,
-                           cnp.ndarray center=None):
+                           cnp.ndarray center=None, cnp.ndarray g=None):
     """(values, indices or None) from lucid's kernels, or None where they do not apply.
-    ``axes``: sorted axes (None: all). (log_)softmax, cumsum and cumprod get one axis and
-    return a's shape.
+    ``axes``: sorted axes (None: all). (log_)softmax, cumsum, cumprod and the backward
+    ops get one axis (or all, for LR_LSE_BWD) and return a's shape.
+    Float32/float64 inputs: every op. Integer and bool inputs: sum and prod (into
+    int64), cumsum and cumprod (int64), max and min (a's dtype), all and any (bool).
     ``center``: LR_SUMSQ's value per result (a C-contiguous array of a's dtype with the
-    result's size, e.g. the mean), or None for 0."""
+    result's size, e.g. the mean), or None for 0; LR_LSE_BWD's logsumexp per result.
+    ``g``: the backward ops' output gradient (a's shape, or one per result for
+    LR_LSE_BWD). LR_NORM2 returns (values, flag) instead: flag set where the result
+    may have lost accuracy to over- or underflow of the squares."""
     cdef int num = cnp.PyArray_TYPE(a)
     cdef int nd = cnp.PyArray_NDIM(a)
     cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
     cdef Py_ssize_t O = 1, R = 1, I = 1
     cdef int lo, hi, k, rc
+    cdef int et = _elem_type(num)
     cdef lucid_red_plan p
-    if (num != cnp.NPY_FLOAT and num != cnp.NPY_DOUBLE) or nd == 0 or n == 0 \
-            or not cnp.PyArray_IS_C_CONTIGUOUS(a):
+    cdef bint floating = et == LR_T_F32 or et == LR_T_F64
+    if et < 0 or nd == 0 or n == 0 or not cnp.PyArray_IS_C_CONTIGUOUS(a):
         return None
-    if not cnp.PyArray_ISALIGNED(a):     # the kernels read typed pointers; same result
-        a = np.array(a, copy=True)
+    if not floating and op not in (LR_SUM, LR_PROD, LR_CUMSUM, LR_CUMPROD, LR_MAX, LR_MIN,
+                                   LR_ALL, LR_ANY):
+        return None
+    a = _aligned(a)
     if axes is None:
         lo, hi = 0, nd
     else:
@@ -124,25 +172,41 @@ cdef object _kernel_reduce(int op, cnp.ndarray a, tuple axes, bint keepdim, bint
             R *= shape[k]
         else:
             I *= shape[k]
-    if op == LR_SOFTMAX or op == LR_LOGSOFTMAX or op == LR_CUMSUM or op == LR_CUMPROD:
+    if op in (LR_SOFTMAX, LR_LOGSOFTMAX, LR_CUMSUM, LR_CUMPROD, LR_SOFTMAX_BWD,
+              LR_LOGSOFTMAX_BWD, LR_LSE_BWD):
         out_shape = shape
     elif keepdim:
         out_shape = shape[:lo] + (1,) * (hi - lo) + shape[hi:]
     else:
         out_shape = shape[:lo] + shape[hi:]
-    out = np.empty(out_shape, dtype=a.dtype)
+    if op == LR_ALL or op == LR_ANY:
+        out_dt = np.bool_
+    elif not floating and op != LR_MAX and op != LR_MIN:
+        out_dt = np.int64
+    else:
+        out_dt = a.dtype
+    out = np.empty(out_shape, dtype=out_dt)
     idx = np.empty(out_shape, dtype=np.int64) if want_idx else None
-    p.op, p.dbl = op, num == cnp.NPY_DOUBLE
+    p.op, p.dbl = op, et
     p.x, p.y = cnp.PyArray_DATA(a), cnp.PyArray_DATA(out)
     p.idx = <cnp.npy_int64 *>cnp.PyArray_DATA(idx) if want_idx else NULL
     p.outer, p.red, p.inner = O, R, I
     p.center = NULL
+    p.g = NULL
     if center is not None:
         if cnp.PyArray_TYPE(center) != num or cnp.PyArray_SIZE(center) != O * I \
                 or not cnp.PyArray_IS_C_CONTIGUOUS(center) or not cnp.PyArray_ISALIGNED(center):
             raise ValueError("reduction kernel: center must be a contiguous array of the "
                              "input's dtype with one value per result")
         p.center = cnp.PyArray_DATA(center)
+    if op == LR_SOFTMAX_BWD or op == LR_LOGSOFTMAX_BWD or op == LR_LSE_BWD:
+        if g is None or cnp.PyArray_TYPE(g) != num or not cnp.PyArray_IS_C_CONTIGUOUS(g) \
+                or cnp.PyArray_SIZE(g) != (O * I if op == LR_LSE_BWD else n) \
+                or (op == LR_LSE_BWD and center is None):
+            raise ValueError("reduction kernel: the backward ops need a contiguous gradient "
+                             "of the input's dtype (and logsumexp's results)")
+        g = _aligned(g)
+        p.g = cnp.PyArray_DATA(g)
     cdef int nt = _threads_for(n)
     if n < _NOGIL_MIN:
         rc = _run_plan_nogil(&p, 1)
@@ -151,6 +215,8 @@ cdef object _kernel_reduce(int op, cnp.ndarray a, tuple axes, bint keepdim, bint
             rc = _run_plan_nogil(&p, nt)
     if rc != 0:
         raise MemoryError("reduction: out of memory for the partial results")
+    if op == LR_NORM2:
+        return out, p.flag
     return out, idx
 
 include "_reduce.pxi"
@@ -352,10 +418,20 @@ cdef class MeanBackward(ReduceBackward):
         return ops.expand(self._k(g), self._in_shape) / self._count
 
 
+cdef inline bint _kernel_dtype_ok(cnp.ndarray a, DType out_dt):
+    """Whether the kernels' sum, prod, cumsum or cumprod of ``a`` has dtype ``out_dt``:
+    a float32/float64 array into its own dtype, an integer or bool array into int64."""
+    cdef int et = _elem_type(cnp.PyArray_TYPE(a))
+    if et == LR_T_F32 or et == LR_T_F64:
+        return out_dt.typenum == cnp.PyArray_TYPE(a)
+    return et >= 0 and out_dt.code == DT_INT64
+
+
 cdef cnp.ndarray _sum_array(cnp.ndarray a, tuple axes, bint keepdim, DType out_dt):
     """Sum with lucid's kernels (blocked pairwise, in an order fixed by the shape) for
-    contiguous float arrays, NumPy's pairwise add.reduce otherwise."""
-    if out_dt.typenum == cnp.PyArray_TYPE(a):
+    contiguous float arrays (integer and bool arrays summed into int64), NumPy's
+    pairwise add.reduce otherwise."""
+    if _kernel_dtype_ok(a, out_dt):
         r = _kernel_reduce(LR_SUM, a, axes, keepdim, False)
         if r is not None:
             return <cnp.ndarray>r[0]
@@ -407,9 +483,15 @@ def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None
         s = _mx_sum(x, _acc(out_dt), axes, keepdim)
         y = _out_mx(s / mx_.array(count, dtype=acc), out_dt)       # 0 / 0 = nan, as on the CPU
     else:
-        s = _sum_array(x._data, axes, keepdim, float32 if _is_half_code(out_dt.code) else out_dt)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            m = _as_ndarray(np.true_divide(s, s.dtype.type(count) if count else s.dtype.type(0)))
+        k = _kernel_reduce(LR_MEAN, x._data, axes, keepdim, False) \
+            if out_dt.typenum == cnp.PyArray_TYPE(x._data) else None
+        if k is not None:                  # the sum in x's dtype / count, in the kernel
+            m = k[0]
+        else:
+            s = _sum_array(x._data, axes, keepdim,
+                           float32 if _is_half_code(out_dt.code) else out_dt)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                m = _as_ndarray(np.true_divide(s, s.dtype.type(count) if count else s.dtype.type(0)))
         y = _wrap(m.astype(out_dt.numpy_dtype, copy=False), out_dt)
     if _recording(x):
         record(_S_mean, y, (x,), (axes, keepdim))
@@ -429,10 +511,9 @@ cdef class ProdBackward(ReduceBackward):
         if x.size == 0:
             return (np.zeros(self._in_shape, dtype=g.dtype),)
         if _fused_float(self._in_dtype):
-            # Every product normal and finite, so no element is 0 or inf: g prod / x,
-            # two passes over x (the product from lucid's kernel), as PyTorch.
-            yk = _kernel_reduce(LR_PROD, x, self._axes, True, False)
-            yk = np.multiply.reduce(x, axis=self._axes, keepdims=True) if yk is None else yk[0]
+            # Every product normal and finite, so no element is 0 or inf: g prod / x
+            # (prod: the saved output), as PyTorch.
+            yk = _as_ndarray(self._k(self._y())).astype(x.dtype, copy=False)
             if np.all(np.abs(yk) >= np.finfo(x.dtype).tiny) and np.all(np.abs(yk) < np.inf):
                 f = _as_ndarray(np.multiply(self._k(_store(g, self._in_dtype)), yk))
                 return (_as_ndarray(np.true_divide(f, x)),)
@@ -456,8 +537,7 @@ cdef class ProdBackward(ReduceBackward):
                 return self._gpu_exact(g, x)
             raise LucidError("graph-mode (create_graph=True) backward of prod is not "
                              "supported when the input contains zeros")
-        axis = self._axes[0] if self._axes else None
-        return self._k(g) * (prod(x, axis, True) if axis is not None else prod(x)) / x
+        return self._k(g) * self._k(y) / x
 
     cdef object _gpu_exact(self, Tensor g, Tensor x):
         """The gpu's first derivative when x holds zeros (the engine runs it with grad
@@ -495,7 +575,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None
                         out_dt)
     else:
         r = _kernel_reduce(LR_PROD, x._data, axes, keepdim, False) \
-            if out_dt.typenum == cnp.PyArray_TYPE(x._data) else None
+            if _kernel_dtype_ok(x._data, out_dt) else None
         if r is not None:
             r = r[0]
         else:
@@ -760,14 +840,25 @@ cdef inline bint _fused_float(DType dt):
     return dt.code == DT_FLOAT32 or dt.code == DT_FLOAT64
 
 
+cdef cnp.ndarray _mean_kept(cnp.ndarray a, tuple axes):
+    """The mean of ``a`` over ``axes`` with the reduced axes kept (size 1), in a's dtype:
+    lucid's kernel (the pairwise sum / count) where it applies, else NumPy's sum / count
+    (0 / 0 = nan for an empty reduction)."""
+    k = _kernel_reduce(LR_MEAN, a, axes, True, False)
+    if k is not None:
+        return k[0]
+    s = _as_ndarray(np.add.reduce(a, axis=axes, keepdims=True))
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(a)
+    count = n // builtins.max(cnp.PyArray_SIZE(s), 1) if n else 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _as_ndarray(np.true_divide(s, a.dtype.type(count)))
+
+
 cdef cnp.ndarray _scaled_deviations(cnp.ndarray x, tuple axes, cnp.ndarray f):
     """(x - mean(x over axes)) * f, f broadcast over the reduced axes: the gradients
-    of var and std in two passes over x (the mean from lucid's sum kernel)."""
-    cdef Py_ssize_t n = cnp.PyArray_SIZE(x)
-    m = _sum_array(x, axes, True, _dtype_of_array(x))
-    count = n // builtins.max(cnp.PyArray_SIZE(m), 1) if n else 0
+    of var and std in two passes over x."""
+    m = _mean_kept(x, axes)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        m = np.true_divide(m, x.dtype.type(count))
         d = _as_ndarray(np.subtract(x, m))
         np.multiply(d, f, out=d)
     return d
@@ -776,19 +867,14 @@ cdef cnp.ndarray _scaled_deviations(cnp.ndarray x, tuple axes, cnp.ndarray f):
 cdef object _var_arr(object a, tuple axes, bint keepdim, double denom, bint is_std):
     """Two passes (the mean, then the squared deviations) in ``a``'s dtype: lucid's
     kernels (pairwise, in an order fixed by the shape) where they apply, else NumPy."""
-    cdef Py_ssize_t count
-    s = _kernel_reduce(LR_SUM, a, axes, keepdim, False)
-    if s is not None:
-        count = cnp.PyArray_SIZE(a) // builtins.max(cnp.PyArray_SIZE(<cnp.ndarray>s[0]), 1)
-        m = _as_ndarray(np.true_divide(s[0], a.dtype.type(count)))
-        q = _kernel_reduce(LR_SUMSQ, a, axes, keepdim, False, m)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            v = _as_ndarray(np.true_divide(q[0], a.dtype.type(denom)))
-            return _as_ndarray(np.sqrt(v)) if is_std else v
+    m = _mean_kept(a, axes)
+    q = _kernel_reduce(LR_SUMSQ, a, axes, keepdim, False, m)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        m = np.mean(a, axis=axes, keepdims=True)
-        v = np.sum((a - m) ** 2, axis=axes, keepdims=keepdim) / a.dtype.type(denom)
-        return np.sqrt(v) if is_std else v
+        if q is not None:
+            v = _as_ndarray(np.true_divide(q[0], a.dtype.type(denom)))
+        else:
+            v = np.sum((a - m) ** 2, axis=axes, keepdims=keepdim) / a.dtype.type(denom)
+        return _as_ndarray(np.sqrt(v)) if is_std else v
 
 
 cdef object _var_std(object input, object dim, object unbiased, bint keepdim, object correction,
@@ -860,6 +946,16 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=
 cdef class LogsumexpBackward(ReduceBackward):
     """Backward of logsumexp: g * exp(x - out)."""
     schema_v1 = _S_logsumexp
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        """g exp(x - lse) in one pass over x (lucid's kernel), where it applies."""
+        if _fused_float(self._in_dtype):
+            g = _contig(_store(g, self._in_dtype))
+            k = _kernel_reduce(LR_LSE_BWD, self._x(), self._axes, True, False,
+                               _contig(self._y()), g)
+            if k is not None:
+                return (k[0],)
+        return Node._eager(self, g)
 
     def grad_formula_impl(self, g, x, y):
         return self._k(g) * ops.exp(x - self._k(y))
@@ -990,14 +1086,12 @@ cdef object _norm_kernel(cnp.ndarray a, double pv, tuple axes, bint keepdim):
         return None if r is None else r[0]
     if pv != 2:
         return None
-    r = _kernel_reduce(LR_SUMSQ, a, axes, keepdim, False)
+    r = _kernel_reduce(LR_NORM2, a, axes, keepdim, False)
     if r is None:
         return None
-    v = _as_ndarray(np.sqrt(r[0]))
-    if not np.all(v >= (1e-15 if cnp.PyArray_TYPE(a) == cnp.NPY_FLOAT else 1e-145)) or \
-            not np.all(v < np.inf):
-        if not (np.all(v == 0) and not np.any(a)):      # all-zero input: 0 is exact
-            return None
+    v, flag = r
+    if flag and not (np.all(v == 0) and not np.any(a)):   # all-zero input: 0 is exact
+        return None
     return v
 
 
@@ -1071,9 +1165,10 @@ cdef object _cum_acc(DType dt):
 
 
 cdef object _cum_kernel(int op, Tensor x, int d, DType out_dt):
-    """cumsum / cumprod of a float32 or float64 x along d into out_dt = x's dtype, from
-    lucid's kernels (accumulated in double, as _cum_acc), or None."""
-    if out_dt is not x._dtype:
+    """cumsum / cumprod of x along d from lucid's kernels, or None: a float32 or float64
+    x into its own dtype (accumulated in double, as _cum_acc), an integer or bool x
+    into int64."""
+    if not _kernel_dtype_ok(x._data, out_dt):
         return None
     r = _kernel_reduce(op, x._data, (d,), True, False)
     return None if r is None else r[0]
@@ -1188,9 +1283,24 @@ def cumprod(input, dim=None, *, dtype=None, axis=None):
 
 # -- softmax / log_softmax --------------------------------------------------------------------
 
+cdef tuple _softmax_bwd(ReduceBackward node, cnp.ndarray g, int op):
+    """The eager backward of (log_)softmax from the saved output y: lucid's fused
+    kernel (one dot product and one write pass per row), or the graph-mode formula
+    where it does not apply (half dtypes, a 0-d input)."""
+    if _fused_float(node._in_dtype):
+        g = _contig(_store(g, node._in_dtype))
+        k = _kernel_reduce(op, node._y(), node._axes, True, False, None, g)
+        if k is not None:
+            return (k[0],)
+    return Node._eager(node, g)
+
+
 cdef class SoftmaxBackward(ReduceBackward):
     """Backward of softmax: y (g - sum(g y, dim))."""
     schema_v1 = _S_softmax
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        return _softmax_bwd(self, g, LR_SOFTMAX_BWD)
 
     def grad_formula_impl(self, g, x, y):
         return y * (g - _sum(g * y, self._axes[0], True))
@@ -1199,6 +1309,9 @@ cdef class SoftmaxBackward(ReduceBackward):
 cdef class LogSoftmaxBackward(ReduceBackward):
     """Backward of log_softmax: g - exp(y) sum(g, dim)."""
     schema_v1 = _S_log_softmax
+
+    cdef tuple _eager(self, cnp.ndarray g):
+        return _softmax_bwd(self, g, LR_LOGSOFTMAX_BWD)
 
     def grad_formula_impl(self, g, x, y):
         return g - ops.exp(y) * _sum(g, self._axes[0], True)
@@ -1444,6 +1557,9 @@ def _all(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
         if cnp.PyArray_SIZE(x._data) == 0:
             return _out_mx(_mx_identity(x, axes, keepdim, True, bool_), bool_)
         return _out_mx(mlx().all(x._mx, axis=_ax(axes), keepdims=keepdim), bool_)
+    k = _kernel_reduce(LR_ALL, x._data, axes, keepdim, False)
+    if k is not None:
+        return _wrap(<cnp.ndarray>k[0], bool_)
     return _wrap(_as_ndarray(np.all(x._data, axis=axes, keepdims=keepdim)), bool_)
 
 
@@ -1457,6 +1573,9 @@ def _any(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
         if cnp.PyArray_SIZE(x._data) == 0:
             return _out_mx(_mx_identity(x, axes, keepdim, False, bool_), bool_)
         return _out_mx(mlx().any(x._mx, axis=_ax(axes), keepdims=keepdim), bool_)
+    k = _kernel_reduce(LR_ANY, x._data, axes, keepdim, False)
+    if k is not None:
+        return _wrap(<cnp.ndarray>k[0], bool_)
     return _wrap(_as_ndarray(np.any(x._data, axis=axes, keepdims=keepdim)), bool_)
 
 

@@ -106,12 +106,26 @@ enum { LR_SUM = 0, LR_MAX = 1, LR_MIN = 2, LR_LSE = 3, LR_SOFTMAX = 4, LR_LOGSOF
        LR_SUMSQ = 6,        /* sum((x - center)^2), center per result (NULL: 0) */
        LR_ASUM = 7,         /* sum(|x|) */
        LR_PROD = 8,         /* the product, in double */
-       LR_CUMSUM = 9, LR_CUMPROD = 10 };   /* along R, in double; y is O*R*I */
+       LR_CUMSUM = 9, LR_CUMPROD = 10,     /* along R, in double; y is O*R*I */
+       LR_MEAN = 11,        /* the sum / R */
+       LR_NORM2 = 12,       /* sqrt(sum(x^2)); flag = 1 where a result may have lost
+                               accuracy to over- or underflow of the squares */
+       LR_SOFTMAX_BWD = 13, /* x = softmax's y, g: y (g - sum(g y)); y is O*R*I */
+       LR_LOGSOFTMAX_BWD = 14,  /* x = log_softmax's y, g: g - exp(x) sum(g) */
+       LR_LSE_BWD = 15,     /* x, center = logsumexp's O*I results, g = their O*I
+                               gradients: g exp(x - center); y is O*R*I */
+       LR_ALL = 16, LR_ANY = 17 };   /* y: O*I bools (uint8) */
+/* Element types of lucid_red_plan.dbl beyond float (0) and double (1): the integer
+ * ops (sum and prod into int64, cumsum, cumprod, max, min, all, any) and bool (all,
+ * any, max, min). */
+enum { LR_T_F32 = 0, LR_T_F64 = 1, LR_T_I8 = 2, LR_T_I16 = 3, LR_T_I32 = 4, LR_T_I64 = 5,
+       LR_T_U8 = 6 };
 typedef struct {
     int op;                 /* LR_* */
-    int dbl;                /* 1: double, 0: float */
+    int dbl;                /* element type: LR_T_* (1: double, 0: float) */
     const void *x;
     void *y;                /* O*I results, or O*R*I for (log_)softmax, cumsum, cumprod */
+    const void *g;          /* the backward ops' output gradient, or NULL */
     int64_t *idx;           /* LR_MAX / LR_MIN: O*I indices along R, or NULL */
     ptrdiff_t outer, red, inner;   /* O, R, I */
     const void *center;     /* LR_SUMSQ: O*I values of x's type, or NULL */
@@ -121,6 +135,7 @@ typedef struct {
     double *part;           /* per-block partial results of a full reduction */
     int64_t *ipart;
     double shift, total;
+    int flag;               /* LR_NORM2: set by a piece (see above) */
 } lucid_red_plan;
 int lucid_red_setup(lucid_red_plan *p);      /* 0, or -1 when out of memory */
 void lucid_red_piece(void *plan, ptrdiff_t piece);

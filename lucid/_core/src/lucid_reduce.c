@@ -119,12 +119,108 @@ LV_SIMD_PAIR(exp)
         for (; r < r1; r++)                                                     \
             y[r] = (TYPE)fname##_leaf_body(x + r * n, n, NULL, c ? c[r] : 0);   \
     }
+/* The same sums of doubles, bitwise: each 16-lane vector of LV_SUM is held as two
+ * vectors of 8 (lo: lanes 0-7, hi: lanes 8-15), which gcc keeps in registers (it
+ * lowers generic vectors of 16 doubles and their 64-bit masks to slow code). */
+#define LV_SUM8(fname, TYPE, ITYPE, XF)                                         \
+    typedef TYPE fname##_v __attribute__((vector_size(8 * sizeof(TYPE))));      \
+    typedef ITYPE fname##_m __attribute__((vector_size(8 * sizeof(TYPE))));     \
+    static inline __attribute__((always_inline)) fname##_v                      \
+    fname##_load(const TYPE *x, TYPE c)                                         \
+    {                                                                           \
+        fname##_v v;                                                            \
+        memcpy(&v, x, sizeof v);                                                \
+        (void)c;                                                                \
+        return XF(v, c, fname##_v, fname##_m);                                  \
+    }                                                                           \
+    /* mask: NULL, or the lo and hi masks of lanes l < n % 16 when x[n:n + 16]  \
+     * may be read. */                                                          \
+    static inline __attribute__((always_inline)) double                         \
+    fname##_leaf_body(const TYPE *x, ptrdiff_t n, const fname##_m *mask, TYPE c) \
+    {                                                                           \
+        fname##_v b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0}, b4 = {0}, b5 = {0},   \
+                  b6 = {0}, b7 = {0}, z = {0};                                  \
+        ptrdiff_t i = 0;                                                        \
+        for (; i + LV_SUM_LANES <= n; i += LV_SUM_LANES) {                      \
+            b0 += fname##_load(x + i, c);                                       \
+            b1 += fname##_load(x + i + 8, c);                                   \
+            b2 += fname##_load(x + i + 16, c);                                  \
+            b3 += fname##_load(x + i + 24, c);                                  \
+            b4 += fname##_load(x + i + 32, c);                                  \
+            b5 += fname##_load(x + i + 40, c);                                  \
+            b6 += fname##_load(x + i + 48, c);                                  \
+            b7 += fname##_load(x + i + 56, c);                                  \
+        }                                                                       \
+        if (i < n) {                                                            \
+            int q = (int)(n - i) / 16, r = (int)(n - i) % 16;                   \
+            fname##_v plo, phi;                                                 \
+            const TYPE *xp = x + i + 16 * q;                                    \
+            if (mask) {                                                         \
+                plo = (fname##_v)((fname##_m)fname##_load(xp, c) & mask[0]);    \
+                phi = (fname##_v)((fname##_m)fname##_load(xp + 8, c) & mask[1]); \
+            } else {                                                            \
+                TYPE t[16] = {0};                                               \
+                fname##_m mk0, mk1;                                             \
+                for (int l = 0; l < 8; l++) {                                   \
+                    mk0[l] = l < r ? -1 : 0;                                    \
+                    mk1[l] = l + 8 < r ? -1 : 0;                                \
+                }                                                               \
+                for (int l = 0; l < r; l++) t[l] = xp[l];                       \
+                plo = (fname##_v)((fname##_m)fname##_load(t, c) & mk0);         \
+                phi = (fname##_v)((fname##_m)fname##_load(t + 8, c) & mk1);     \
+            }                                                                   \
+            b0 += q > 0 ? fname##_load(x + i, c) : plo;                         \
+            b1 += q > 0 ? fname##_load(x + i + 8, c) : phi;                     \
+            b2 += q > 1 ? fname##_load(x + i + 16, c) : q == 1 ? plo : z;       \
+            b3 += q > 1 ? fname##_load(x + i + 24, c) : q == 1 ? phi : z;       \
+            b4 += q == 2 ? plo : q > 2 ? fname##_load(x + i + 32, c) : z;       \
+            b5 += q == 2 ? phi : q > 2 ? fname##_load(x + i + 40, c) : z;       \
+            b6 += q == 3 ? plo : z;                                             \
+            b7 += q == 3 ? phi : z;                                             \
+        }                                                                       \
+        fname##_v s = ((b0 + b4) + (b2 + b6)) + ((b1 + b5) + (b3 + b7));        \
+        s += __builtin_shuffle(s, (fname##_m){4, 5, 6, 7, 4, 5, 6, 7});         \
+        s += __builtin_shuffle(s, (fname##_m){2, 3, 2, 3, 2, 3, 2, 3});         \
+        return (double)(s[0] + s[1]);                                           \
+    }                                                                           \
+    LV_CLONES static double fname##_leaf(const TYPE *x, ptrdiff_t n, TYPE c)    \
+    {                                                                           \
+        return fname##_leaf_body(x, n, NULL, c);                                \
+    }                                                                           \
+    static double fname##_t(const TYPE *x, ptrdiff_t n, TYPE c)                 \
+    {                                                                           \
+        if (n <= LV_SUM_LEAF) return fname##_leaf(x, n, c);                     \
+        ptrdiff_t h = (n / 2 / LV_SUM_LEAF) * LV_SUM_LEAF;                      \
+        if (h == 0) h = n / 2;                                                  \
+        return fname##_t(x, h, c) + fname##_t(x + h, n - h, c);                 \
+    }                                                                           \
+    LV_CLONES static void fname##_rows(const TYPE *x, TYPE *y, ptrdiff_t r0,    \
+                                       ptrdiff_t r1, ptrdiff_t n, ptrdiff_t nrows, \
+                                       const TYPE *c)                           \
+    {                                                                           \
+        if (n > LV_SUM_LEAF) {                                                  \
+            for (ptrdiff_t r = r0; r < r1; r++)                                 \
+                y[r] = (TYPE)fname##_t(x + r * n, n, c ? c[r] : 0);             \
+            return;                                                             \
+        }                                                                       \
+        fname##_m mask[2];                                                      \
+        for (int l = 0; l < 8; l++) {                                           \
+            mask[0][l] = l < n % 16 ? -1 : 0;                                   \
+            mask[1][l] = l + 8 < n % 16 ? -1 : 0;                               \
+        }                                                                       \
+        ptrdiff_t safe_end = nrows - (n > 0 ? (16 + n - 1) / n : nrows);        \
+        ptrdiff_t r = r0;                                                       \
+        for (; r < r1 && r < safe_end; r++)                                     \
+            y[r] = (TYPE)fname##_leaf_body(x + r * n, n, mask, c ? c[r] : 0);   \
+        for (; r < r1; r++)                                                     \
+            y[r] = (TYPE)fname##_leaf_body(x + r * n, n, NULL, c ? c[r] : 0);   \
+    }
 LV_SUM(lucid_sumf, float, int32_t, LV_XF_ID)
-LV_SUM(lucid_sum, double, int64_t, LV_XF_ID)
+LV_SUM8(lucid_sum, double, int64_t, LV_XF_ID)
 LV_SUM(lr_sumsqf, float, int32_t, LV_XF_SQ)
-LV_SUM(lr_sumsq, double, int64_t, LV_XF_SQ)
+LV_SUM8(lr_sumsq, double, int64_t, LV_XF_SQ)
 LV_SUM(lr_asumf, float, int32_t, LV_XF_ABS)
-LV_SUM(lr_asum, double, int64_t, LV_XF_ABS)
+LV_SUM8(lr_asum, double, int64_t, LV_XF_ABS)
 
 double lucid_sumf(const float *x, ptrdiff_t n) { return lucid_sumf_t(x, n, 0); }
 double lucid_sum(const double *x, ptrdiff_t n) { return lucid_sum_t(x, n, 0); }
@@ -173,6 +269,8 @@ static double lr_product(const double *a, ptrdiff_t n)
     } while (0)
 
 #define T float
+#define IT int32_t
+#define LR_GENERIC_VEC 1
 #define LR(name) lr_##name##f
 #define LR_SUM_ID(f) lucid_sumf_##f
 #define LR_SUM_SQ(f) lr_sumsqf_##f
@@ -180,6 +278,8 @@ static double lr_product(const double *a, ptrdiff_t n)
 #define EXPT expf
 #include "lucid_reduce_tpl.h"
 #undef T
+#undef IT
+#undef LR_GENERIC_VEC
 #undef LR
 #undef LR_SUM_ID
 #undef LR_SUM_SQ
@@ -187,6 +287,8 @@ static double lr_product(const double *a, ptrdiff_t n)
 #undef EXPT
 
 #define T double
+#define IT int64_t
+#define LR_GENERIC_VEC 0
 #define LR(name) lr_##name
 #define LR_SUM_ID(f) lucid_sum_##f
 #define LR_SUM_SQ(f) lr_sumsq_##f
@@ -194,6 +296,8 @@ static double lr_product(const double *a, ptrdiff_t n)
 #define EXPT exp
 #include "lucid_reduce_tpl.h"
 #undef T
+#undef IT
+#undef LR_GENERIC_VEC
 #undef LR
 #undef LR_SUM_ID
 #undef LR_SUM_SQ
@@ -208,10 +312,13 @@ int lucid_red_setup(lucid_red_plan *p)
     p->ipart = NULL;
     p->nblocks = 0;
     p->shift = p->total = 0;
+    p->flag = 0;
     if (p->inner > 1) {
         p->kind = LR_KIND_COLS;
         p->npieces = p->outer * ((p->inner + LR_COL_W - 1) / LR_COL_W);
-    } else if (p->outer > 1 || p->red <= LR_BLOCK || p->op == LR_CUMSUM || p->op == LR_CUMPROD) {
+    } else if (p->outer > 1 || p->red <= LR_BLOCK || p->op == LR_CUMSUM || p->op == LR_CUMPROD
+               || p->op >= LR_SOFTMAX_BWD || p->dbl > LR_T_F64) {
+        /* (the backward ops, all / any and the integer ops have no full kind) */
         p->kind = LR_KIND_ROWS;
         p->per = p->red >= LR_ROWS_PIECE ? 1 : LR_ROWS_PIECE / (p->red > 0 ? p->red : 1);
         p->npieces = (p->outer + p->per - 1) / p->per;
@@ -229,16 +336,173 @@ int lucid_red_setup(lucid_red_plan *p)
     return 0;
 }
 
+/* ---- integer and bool reductions, all / any -------------------------------- */
+
+/* The results (o, c0:c0 + w) of one (O, R, I) problem whose elements are of type TY:
+ * sum and prod into int64 (wrapping, as NumPy and torch; any order gives the same
+ * result), cumsum and cumprod into int64, max and min (with the first index) into
+ * TY, all and any into uint8. Columns (I > 1) are vectorised across the columns,
+ * rows (I == 1, w == 1) along the row. */
+#define LRI_DEF(S, TY)                                                            \
+LV_CLONES static void lri_run_##S(const lucid_red_plan *p, ptrdiff_t o, ptrdiff_t c0, int w) \
+{                                                                                 \
+    ptrdiff_t I = p->inner, R = p->red, oi = o * I + c0;                          \
+    const TY *x = (const TY *)p->x + o * R * I + c0;                              \
+    int op = p->op;                                                               \
+    if (op == LR_ALL || op == LR_ANY) {                                           \
+        uint8_t *y = (uint8_t *)p->y + oi;                                        \
+        if (I == 1) {                                                             \
+            int nz = 0, all = 1;                                                  \
+            _Pragma("omp simd reduction(|:nz) reduction(&:all)")                  \
+            for (ptrdiff_t r = 0; r < R; r++) { nz |= x[r] != 0; all &= x[r] != 0; } \
+            y[0] = (uint8_t)(op == LR_ALL ? all : nz);                            \
+            return;                                                               \
+        }                                                                         \
+        uint8_t a[LR_COL_W];                                                      \
+        for (int c = 0; c < w; c++) a[c] = op == LR_ALL;                          \
+        for (ptrdiff_t r = 0; r < R; r++) {                                       \
+            const TY *xr = x + r * I;                                             \
+            if (op == LR_ALL) {                                                   \
+                _Pragma("omp simd")                                               \
+                for (int c = 0; c < w; c++) a[c] &= xr[c] != 0;                   \
+            } else {                                                              \
+                _Pragma("omp simd")                                               \
+                for (int c = 0; c < w; c++) a[c] |= xr[c] != 0;                   \
+            }                                                                     \
+        }                                                                         \
+        for (int c = 0; c < w; c++) y[c] = a[c];                                  \
+        return;                                                                   \
+    }                                                                             \
+    if (op == LR_SUM || op == LR_PROD) {                                          \
+        int64_t *y = (int64_t *)p->y + oi;                                        \
+        if (I == 1) {                                                             \
+            uint64_t a = op == LR_PROD;                                           \
+            if (op == LR_PROD) {                                                  \
+                _Pragma("omp simd reduction(*:a)")                                \
+                for (ptrdiff_t r = 0; r < R; r++) a *= (uint64_t)(int64_t)x[r];   \
+            } else {                                                              \
+                _Pragma("omp simd reduction(+:a)")                                \
+                for (ptrdiff_t r = 0; r < R; r++) a += (uint64_t)(int64_t)x[r];   \
+            }                                                                     \
+            y[0] = (int64_t)a;                                                    \
+            return;                                                               \
+        }                                                                         \
+        uint64_t a[LR_COL_W];                                                     \
+        for (int c = 0; c < w; c++) a[c] = op == LR_PROD;                         \
+        for (ptrdiff_t r = 0; r < R; r++) {                                       \
+            const TY *xr = x + r * I;                                             \
+            if (op == LR_PROD) {                                                  \
+                _Pragma("omp simd")                                               \
+                for (int c = 0; c < w; c++) a[c] *= (uint64_t)(int64_t)xr[c];     \
+            } else {                                                              \
+                _Pragma("omp simd")                                               \
+                for (int c = 0; c < w; c++) a[c] += (uint64_t)(int64_t)xr[c];     \
+            }                                                                     \
+        }                                                                         \
+        for (int c = 0; c < w; c++) y[c] = (int64_t)a[c];                         \
+        return;                                                                   \
+    }                                                                             \
+    if (op == LR_CUMSUM || op == LR_CUMPROD) {                                    \
+        int64_t *y = (int64_t *)p->y + o * R * I + c0;                            \
+        uint64_t a[LR_COL_W];                                                     \
+        for (int c = 0; c < w; c++) a[c] = op == LR_CUMPROD;                      \
+        for (ptrdiff_t r = 0; r < R; r++) {                                       \
+            const TY *xr = x + r * I;                                             \
+            int64_t *yr = y + r * I;                                              \
+            if (op == LR_CUMPROD) {                                               \
+                for (int c = 0; c < w; c++) {                                     \
+                    a[c] *= (uint64_t)(int64_t)xr[c];                             \
+                    yr[c] = (int64_t)a[c];                                        \
+                }                                                                 \
+            } else {                                                              \
+                for (int c = 0; c < w; c++) {                                     \
+                    a[c] += (uint64_t)(int64_t)xr[c];                             \
+                    yr[c] = (int64_t)a[c];                                        \
+                }                                                                 \
+            }                                                                     \
+        }                                                                         \
+        return;                                                                   \
+    }                                                                             \
+    /* LR_MAX / LR_MIN */                                                         \
+    TY *y = (TY *)p->y + oi;                                                      \
+    int mx = op == LR_MAX;                                                        \
+    if (I == 1) {                                                                 \
+        TY m = x[0];                                                              \
+        if (mx) {                                                                 \
+            _Pragma("omp simd reduction(max:m)")                                  \
+            for (ptrdiff_t r = 0; r < R; r++) m = x[r] > m ? x[r] : m;            \
+        } else {                                                                  \
+            _Pragma("omp simd reduction(min:m)")                                  \
+            for (ptrdiff_t r = 0; r < R; r++) m = x[r] < m ? x[r] : m;            \
+        }                                                                         \
+        y[0] = m;                                                                 \
+        if (p->idx) {                                                             \
+            ptrdiff_t k = 0;                                                      \
+            while (x[k] != m) k++;                                                \
+            p->idx[oi] = k;                                                       \
+        }                                                                         \
+        return;                                                                   \
+    }                                                                             \
+    TY m[LR_COL_W];                                                               \
+    for (int c = 0; c < w; c++) m[c] = x[c];                                      \
+    for (ptrdiff_t r = 1; r < R; r++) {                                           \
+        const TY *xr = x + r * I;                                                 \
+        if (mx) {                                                                 \
+            _Pragma("omp simd")                                                   \
+            for (int c = 0; c < w; c++) m[c] = xr[c] > m[c] ? xr[c] : m[c];       \
+        } else {                                                                  \
+            _Pragma("omp simd")                                                   \
+            for (int c = 0; c < w; c++) m[c] = xr[c] < m[c] ? xr[c] : m[c];       \
+        }                                                                         \
+    }                                                                             \
+    for (int c = 0; c < w; c++) y[c] = m[c];                                      \
+    if (p->idx) {                                                                 \
+        int64_t *at = p->idx + oi;                                                \
+        for (int c = 0; c < w; c++) at[c] = -1;                                   \
+        for (ptrdiff_t r = 0; r < R; r++) {                                       \
+            const TY *xr = x + r * I;                                             \
+            for (int c = 0; c < w; c++)                                           \
+                at[c] = (at[c] < 0 && xr[c] == m[c]) ? (int64_t)r : at[c];        \
+        }                                                                         \
+    }                                                                             \
+}
+
+LRI_DEF(i8, int8_t)
+LRI_DEF(i16, int16_t)
+LRI_DEF(i32, int32_t)
+LRI_DEF(i64, int64_t)
+LRI_DEF(u8, uint8_t)
+LRI_DEF(f32, float)      /* all / any only */
+LRI_DEF(f64, double)     /* all / any only */
+
+static void lri_piece(lucid_red_plan *p, ptrdiff_t piece)
+{
+    void (*run)(const lucid_red_plan *, ptrdiff_t, ptrdiff_t, int) =
+        p->dbl == LR_T_I8 ? lri_run_i8 : p->dbl == LR_T_I16 ? lri_run_i16
+        : p->dbl == LR_T_I32 ? lri_run_i32 : p->dbl == LR_T_I64 ? lri_run_i64
+        : p->dbl == LR_T_U8 ? lri_run_u8 : p->dbl == LR_T_F64 ? lri_run_f64 : lri_run_f32;
+    if (p->kind == LR_KIND_ROWS) {
+        ptrdiff_t r0 = piece * p->per, r1 = r0 + p->per < p->outer ? r0 + p->per : p->outer;
+        for (ptrdiff_t r = r0; r < r1; r++) run(p, r, 0, 1);
+    } else {
+        ptrdiff_t nch = (p->inner + LR_COL_W - 1) / LR_COL_W;
+        ptrdiff_t o = piece / nch, c0 = (piece % nch) * LR_COL_W;
+        run(p, o, c0, (int)(p->inner - c0 < LR_COL_W ? p->inner - c0 : LR_COL_W));
+    }
+}
+
 void lucid_red_piece(void *plan, ptrdiff_t piece)
 {
     lucid_red_plan *p = (lucid_red_plan *)plan;
-    if (p->dbl) lr_piece(p, piece);
+    if (p->dbl > LR_T_F64 || p->op == LR_ALL || p->op == LR_ANY) lri_piece(p, piece);
+    else if (p->dbl) lr_piece(p, piece);
     else lr_piecef(p, piece);
 }
 
 void lucid_red_step(lucid_red_plan *p)
 {
-    if (p->dbl) lr_step(p);
+    if (p->dbl > LR_T_F64 || p->op == LR_ALL || p->op == LR_ANY) p->phase++;
+    else if (p->dbl) lr_step(p);
     else lr_stepf(p);
 }
 

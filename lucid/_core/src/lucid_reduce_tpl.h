@@ -6,6 +6,9 @@
  *   LR_SUM_ID(f), LR_SUM_SQ(f), LR_SUM_ABS(f)  the pairwise sums of lucid_reduce.c's
  *            LV_SUM (of x, of (x - c)^2, of |x|): f = t for one run, rows for rows
  *   EXPT     exp of T (expf / exp: libmvec in `omp simd` loops)
+ *   IT       the signed integer type of T's width (lane masks)
+ *   LR_GENERIC_VEC  1: max/min runs and the exp sums' folds use gcc's generic vectors
+ *            of 16 T (fast for float); 0: arrays of 16 lanes (double)
  *
  * Every sum has a fixed order given the shape: rows are summed pairwise (leaves of
  * 256 elements), columns pairwise over blocks of LR_COL_LEAF rows in double, and
@@ -14,11 +17,82 @@
 
 /* ---- one contiguous run ------------------------------------------------ */
 
-/* The largest (CMP '>') or smallest ('<') of x[0:n], n >= 1, and the index of its
- * first occurrence if at != NULL. NaN wins (the first NaN), as NumPy and torch. The
- * vector pass also adds v - v per lane, which is NaN only if some v is inf or NaN;
- * then the exact scalar pass decides. */
-#define LR_EXT_BODY(CMP)                                                         \
+/* 16 lanes of T as gcc's generic vectors (kept in registers whatever the clone's
+ * width), their lane masks, a lane select and the fold of 16 lanes into lane 0
+ * (lane l op= lane l + h for h = 8, 4, 2, 1: the order LR_FOLD16 has). */
+typedef T LR(vec) __attribute__((vector_size(16 * sizeof(T))));
+typedef IT LR(msk) __attribute__((vector_size(16 * sizeof(T))));
+typedef int64_t LR(m8) __attribute__((vector_size(8 * sizeof(int64_t))));
+#define LR_SEL(k, a, b) ((LR(vec))(((k) & (LR(msk))(a)) | (~(k) & (LR(msk))(b))))
+#define LR_C_ADD(a, t) ((a) += (t))
+#define LR_C_MUL(a, t) ((a) *= (t))
+#define LR_C_GT(a, t) ((a) = LR_SEL((t) > (a), (t), (a)))
+#define LR_C_LT(a, t) ((a) = LR_SEL((t) < (a), (t), (a)))
+#define LR_FOLDV(a, COMBINE)                                                     \
+    do {                                                                         \
+        LR(vec) t_ = __builtin_shuffle((a), (LR(msk)){8, 9, 10, 11, 12, 13, 14, 15, \
+                                                      8, 9, 10, 11, 12, 13, 14, 15}); \
+        COMBINE(a, t_);                                                          \
+        t_ = __builtin_shuffle((a), (LR(msk)){4, 5, 6, 7, 4, 5, 6, 7,            \
+                                              4, 5, 6, 7, 4, 5, 6, 7});          \
+        COMBINE(a, t_);                                                          \
+        t_ = __builtin_shuffle((a), (LR(msk)){2, 3, 2, 3, 2, 3, 2, 3,            \
+                                              2, 3, 2, 3, 2, 3, 2, 3});          \
+        COMBINE(a, t_);                                                          \
+        t_ = __builtin_shuffle((a), (LR(msk)){1, 1, 1, 1, 1, 1, 1, 1,            \
+                                              1, 1, 1, 1, 1, 1, 1, 1});          \
+        COMBINE(a, t_);                                                          \
+    } while (0)
+
+/* The largest (CMP '>', COMB LR_C_GT) or smallest ('<', LR_C_LT) of x[0:n], n >= 1,
+ * and the index of its first occurrence if at != NULL. NaN wins (the first NaN), as
+ * NumPy and torch. The vector pass (16 lanes; the last 16 elements again, which an
+ * extreme does not mind) also adds v - v per lane, which is NaN only if some v is inf
+ * or NaN; then the exact scalar pass decides. */
+#define LR_EXT_BODY(CMP, COMB)                                                   \
+    T m;                                                                         \
+    if (n >= 16) {                                                               \
+        LR(vec) acc, v, z;                                                       \
+        memcpy(&acc, x, sizeof acc);                                             \
+        z = acc - acc;                                                           \
+        ptrdiff_t i = 16;                                                        \
+        for (; i + 16 <= n; i += 16) {                                           \
+            memcpy(&v, x + i, sizeof v);                                         \
+            COMB(acc, v);                                                        \
+            z += v - v;                                                          \
+        }                                                                        \
+        if (i < n) {                                                             \
+            memcpy(&v, x + n - 16, sizeof v);                                    \
+            COMB(acc, v);                                                        \
+            z += v - v;                                                          \
+        }                                                                        \
+        LR_FOLDV(acc, COMB);                                                     \
+        LR_FOLDV(z, LR_C_ADD);                                                   \
+        if (z[0] == z[0]) {                                                      \
+            m = acc[0];                                                          \
+            if (at) {                                                            \
+                ptrdiff_t k = 0;                                                 \
+                while (x[k] != m) k++;                                           \
+                *at = k;                                                         \
+            }                                                                    \
+            return m;                                                            \
+        }                                                                        \
+    }                                                                            \
+    m = x[0];                                                                    \
+    ptrdiff_t k = 0;                                                             \
+    if (m == m) {                                                                \
+        for (ptrdiff_t i = 1; i < n; i++) {                                      \
+            T v = x[i];                                                          \
+            if (v != v) { m = v; k = i; break; }                                 \
+            if (v CMP m) { m = v; k = i; }                                       \
+        }                                                                        \
+    }                                                                            \
+    if (at) *at = k;                                                             \
+    return m;
+
+/* The same with 16 lanes in an array (LR_GENERIC_VEC == 0: gcc lowers generic vectors
+ * of 16 doubles and their 64-bit masks badly). */
+#define LR_EXT_BODY_ARR(CMP)                                                     \
     T m;                                                                         \
     if (n >= 32) {                                                               \
         T acc[16], z[16];                                                        \
@@ -57,8 +131,26 @@
     if (at) *at = k;                                                             \
     return m;
 
-LV_CLONES static T LR(maxrun)(const T *x, ptrdiff_t n, ptrdiff_t *at) { LR_EXT_BODY(>) }
-LV_CLONES static T LR(minrun)(const T *x, ptrdiff_t n, ptrdiff_t *at) { LR_EXT_BODY(<) }
+#if LR_GENERIC_VEC
+LV_CLONES static T LR(maxrun)(const T *x, ptrdiff_t n, ptrdiff_t *at) { LR_EXT_BODY(>, LR_C_GT) }
+LV_CLONES static T LR(minrun)(const T *x, ptrdiff_t n, ptrdiff_t *at) { LR_EXT_BODY(<, LR_C_LT) }
+/* acc += the 16 lanes of s, folded pairwise */
+#define LR_FOLD_S(s, acc)                                                        \
+    do {                                                                         \
+        LR(vec) sv_;                                                             \
+        memcpy(&sv_, s, sizeof sv_);                                             \
+        LR_FOLDV(sv_, LR_C_ADD);                                                 \
+        acc += sv_[0];                                                           \
+    } while (0)
+#else
+LV_CLONES static T LR(maxrun)(const T *x, ptrdiff_t n, ptrdiff_t *at) { LR_EXT_BODY_ARR(>) }
+LV_CLONES static T LR(minrun)(const T *x, ptrdiff_t n, ptrdiff_t *at) { LR_EXT_BODY_ARR(<) }
+#define LR_FOLD_S(s, acc)                                                        \
+    do {                                                                         \
+        LR_FOLD16(s);                                                            \
+        acc += s[0];                                                             \
+    } while (0)
+#endif
 
 /* The shift of the exp-sums. logsumexp: the max if finite, else 0 (then the sums give
  * inf, nan or log(0) = -inf exactly as the unshifted formula does). softmax and
@@ -85,8 +177,7 @@ static T LR(shift_op)(T m, int op) { return op == LR_LSE ? LR(shift)(m) : m; }
                 s[l] += v;                                                       \
             }                                                                    \
         }                                                                        \
-        LR_FOLD16(s);                                                            \
-        acc += s[0];                                                             \
+        LR_FOLD_S(s, acc);                                                       \
     }                                                                            \
     if (nfull < n) {                                                             \
         int rest = (int)(n - nfull);                                             \
@@ -97,11 +188,12 @@ static T LR(shift_op)(T m, int op) { return op == LR_LSE ? LR(shift)(m) : m; }
         for (int l = 0; l < rest; l++) {                                         \
             T d = xb[l] - m, v = eb[l];                                          \
             (void)d;                                                             \
+            (void)v;                                                             \
             STORE(nfull + l);                                                    \
-            s[l] += v;                                                           \
         }                                                                        \
-        LR_FOLD16(s);                                                            \
-        acc += s[0];                                                             \
+        _Pragma("omp simd")                                                      \
+        for (int l = 0; l < 16; l++) s[l] = l < rest ? eb[l] : 0;               \
+        LR_FOLD_S(s, acc);                                                       \
     }                                                                            \
     return acc;
 
@@ -124,20 +216,33 @@ LV_CLONES static double LR(shiftwrite)(const T *x, T *y, ptrdiff_t n, T m)
     LR_EXPSUM_BODY(LR_STORE_SHIFT)
 }
 
-/* The product of x[0:n] in double: 16 lanes, folded pairwise. */
+/* The product of x[0:n] in double: 16 lanes (two vectors of 8 doubles, kept in
+ * registers), the last partial 16 padded with 1, folded pairwise. */
+typedef double LR(dv8) __attribute__((vector_size(8 * sizeof(double))));
+typedef T LR(tv8) __attribute__((vector_size(8 * sizeof(T))));
 LV_CLONES static double LR(prodrun)(const T *x, ptrdiff_t n)
 {
-    double acc[16];
-    for (int l = 0; l < 16; l++) acc[l] = 1;
+    LR(dv8) a0 = {1, 1, 1, 1, 1, 1, 1, 1}, a1 = a0;
+    LR(tv8) v0, v1;
     ptrdiff_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        _Pragma("omp simd")
-        for (int l = 0; l < 16; l++) acc[l] *= (double)x[i + l];
+        memcpy(&v0, x + i, sizeof v0);
+        memcpy(&v1, x + i + 8, sizeof v1);
+        a0 *= __builtin_convertvector(v0, LR(dv8));
+        a1 *= __builtin_convertvector(v1, LR(dv8));
     }
-    for (int l = 0; i + l < n; l++) acc[l] *= (double)x[i + l];
-    for (int h = 8; h >= 1; h /= 2)
-        for (int l = 0; l < h; l++) acc[l] *= acc[l + h];
-    return acc[0];
+    if (i < n) {
+        T t[16];
+        for (int l = 0; l < 16; l++) t[l] = i + l < n ? x[i + l] : (T)1;
+        memcpy(&v0, t, sizeof v0);
+        memcpy(&v1, t + 8, sizeof v1);
+        a0 *= __builtin_convertvector(v0, LR(dv8));
+        a1 *= __builtin_convertvector(v1, LR(dv8));
+    }
+    a0 *= a1;
+    a0 *= __builtin_shuffle(a0, (LR(m8)){4, 5, 6, 7, 4, 5, 6, 7});
+    a0 *= __builtin_shuffle(a0, (LR(m8)){2, 3, 2, 3, 2, 3, 2, 3});
+    return a0[0] * a0[1];
 }
 
 /* The transformed pairwise sums (LR_SUM, LR_SUMSQ, LR_ASUM) of one run / of rows. */
@@ -167,6 +272,162 @@ LV_CLONES static void LR(addc)(T *y, ptrdiff_t n, T c)
     for (ptrdiff_t i = 0; i < n; i++) y[i] += c;
 }
 
+/* The max *mp of x[0:n] and s = sum(exp(x - max)) in one pass over memory: blocks of
+ * up to LR_EXP_BLOCK elements are read twice while in cache (their max, then their
+ * exp-sum), the running sum rescaled (in double) when the max grows; a row of one
+ * block is the two-pass formula itself. Returns 0, or -1 when some block's max is
+ * not finite (the caller then runs the exact two-pass formula, whose shift rules
+ * give inf and nan as PyTorch). The order of everything depends on n only. */
+#define LR_EXP_BLOCK 256
+static int LR(maxsumexp)(const T *x, ptrdiff_t n, T *mp, double *sp)
+{
+    T M = 0;
+    double S = 0;
+    for (ptrdiff_t b = 0; b < n; b += LR_EXP_BLOCK) {
+        ptrdiff_t len = n - b < LR_EXP_BLOCK ? n - b : LR_EXP_BLOCK;
+        T mb = LR(maxrun)(x + b, len, NULL);
+        if (!isfinite(mb)) return -1;
+        if (b == 0 || mb > M) {
+            if (b) S *= exp((double)M - (double)mb);
+            M = mb;
+        }
+        S += LR(sumexp)(x + b, len, M);
+    }
+    *mp = M;
+    *sp = S;
+    return 0;
+}
+
+/* y = x - (m + log s) (log_softmax's write pass), as (x - m) - log s in T. */
+LV_CLONES static void LR(lsmwrite)(const T *x, T *y, ptrdiff_t n, T m, T ls)
+{
+    _Pragma("omp simd")
+    for (ptrdiff_t i = 0; i < n; i++) y[i] = (x[i] - m) - ls;
+}
+
+/* y *= f, the product in double (f may be tiny). */
+LV_CLONES static void LR(scaled)(T *y, ptrdiff_t n, double f)
+{
+    _Pragma("omp simd")
+    for (ptrdiff_t i = 0; i < n; i++) y[i] = (T)((double)y[i] * f);
+}
+
+/* softmax of one row in two passes over memory: per block (LR_EXP_BLOCK elements or
+ * more, at most LR_SMX_BLOCKS blocks) its max mb, y = exp(x - mb) and the block's sum
+ * (the block read twice while in cache); then each block scaled by
+ * exp(mb - max) / sum. A row with a non-finite block max runs the three-pass formula
+ * (x - max, whose nan for a row holding +inf or only -inf is PyTorch's). */
+#define LR_SMX_BLOCKS 64
+static void LR(softmax_row)(const T *x, T *y, ptrdiff_t n)
+{
+    ptrdiff_t B = LR_EXP_BLOCK;
+    while ((n + B - 1) / B > LR_SMX_BLOCKS) B *= 2;
+    T mb[LR_SMX_BLOCKS];
+    double sb[LR_SMX_BLOCKS];
+    int nb = 0, finite = 1;
+    T M = 0;
+    for (ptrdiff_t b = 0; b < n; b += B, nb++) {
+        ptrdiff_t len = n - b < B ? n - b : B;
+        T m = LR(maxrun)(x + b, len, NULL);
+        if (!isfinite(m)) { finite = 0; break; }
+        mb[nb] = m;
+        sb[nb] = LR(expwrite)(x + b, y + b, len, m);
+        if (nb == 0 || m > M) M = m;
+    }
+    if (!finite) {
+        T m = LR(maxrun)(x, n, NULL);
+        double s = LR(expwrite)(x, y, n, m);
+        LR(scale)(y, n, (T)(1.0 / s));
+        return;
+    }
+    if (nb == 1) {              /* the row is one block: y / sum, as the 3-pass formula */
+        LR(scale)(y, n, (T)(1.0 / sb[0]));
+        return;
+    }
+    double S = 0, f[LR_SMX_BLOCKS];
+    for (int k = 0; k < nb; k++) {
+        f[k] = exp((double)mb[k] - (double)M);
+        S += sb[k] * f[k];
+    }
+    for (int k = 0; k < nb; k++) {
+        ptrdiff_t b = (ptrdiff_t)k * B, len = n - b < B ? n - b : B;
+        LR(scaled)(y + b, len, f[k] / S);
+    }
+}
+
+/* sum(a b) over [0:n] (b == NULL: sum(a)) in double: 16 lanes, the last partial 16
+ * padded with 0, folded pairwise; the order depends on n only. */
+LV_CLONES static double LR(dot)(const T *a, const T *b, ptrdiff_t n)
+{
+    double acc[16] = {0};
+    ptrdiff_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _Pragma("omp simd")
+        for (int l = 0; l < 16; l++) acc[l] += (double)a[i + l] * (b ? (double)b[i + l] : 1.0);
+    }
+    for (int l = 0; i + l < n; l++) acc[l] += (double)a[i + l] * (b ? (double)b[i + l] : 1.0);
+    for (int h = 8; h >= 1; h /= 2)
+        for (int l = 0; l < h; l++) acc[l] += acc[l + h];
+    return acc[0];
+}
+
+/* The fused backward of a row: softmax (y = the output): y (g - sum(g y));
+ * log_softmax (y = the output): g - exp(y) sum(g); logsumexp: g exp(x - lse) with
+ * the row's scalars g, lse. */
+LV_CLONES static void LR(smxbwd)(const T *y, const T *g, T *out, ptrdiff_t n)
+{
+    T d = (T)LR(dot)(g, y, n);
+    _Pragma("omp simd")
+    for (ptrdiff_t i = 0; i < n; i++) out[i] = y[i] * (g[i] - d);
+}
+
+LV_CLONES static void LR(lsmbwd)(const T *y, const T *g, T *out, ptrdiff_t n)
+{
+    T sg = (T)LR(dot)(g, NULL, n);
+    _Pragma("omp simd")
+    for (ptrdiff_t i = 0; i < n; i++) out[i] = g[i] - EXPT(y[i]) * sg;
+}
+
+LV_CLONES static void LR(lsebwd)(const T *x, T g, T lse, T *out, ptrdiff_t n)
+{
+    _Pragma("omp simd")
+    for (ptrdiff_t i = 0; i < n; i++) out[i] = g * EXPT(x[i] - lse);
+}
+
+/* cumsum / cumprod of the rows r0 <= r < r1 (rows of L), in sequence and in double
+ * as the definition reads; four rows at a time, so that four independent chains of
+ * adds (or multiplies) overlap. */
+LV_CLONES static void LR(cumrows)(const T *restrict x, T *restrict y, ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t L,
+                                  int prod)
+{
+    ptrdiff_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+        const T *x0 = x + r * L, *x1 = x0 + L, *x2 = x1 + L, *x3 = x2 + L;
+        T *y0 = y + r * L, *y1 = y0 + L, *y2 = y1 + L, *y3 = y2 + L;
+        double a0 = prod, a1 = prod, a2 = prod, a3 = prod;
+        if (prod) {
+            for (ptrdiff_t i = 0; i < L; i++) {
+                a0 *= (double)x0[i]; a1 *= (double)x1[i]; a2 *= (double)x2[i]; a3 *= (double)x3[i];
+                y0[i] = (T)a0; y1[i] = (T)a1; y2[i] = (T)a2; y3[i] = (T)a3;
+            }
+        } else {
+            for (ptrdiff_t i = 0; i < L; i++) {
+                a0 += (double)x0[i]; a1 += (double)x1[i]; a2 += (double)x2[i]; a3 += (double)x3[i];
+                y0[i] = (T)a0; y1[i] = (T)a1; y2[i] = (T)a2; y3[i] = (T)a3;
+            }
+        }
+    }
+    for (; r < r1; r++) {
+        const T *xr = x + r * L;
+        T *yr = y + r * L;
+        double acc = prod;
+        if (prod)
+            for (ptrdiff_t i = 0; i < L; i++) { acc *= (double)xr[i]; yr[i] = (T)acc; }
+        else
+            for (ptrdiff_t i = 0; i < L; i++) { acc += (double)xr[i]; yr[i] = (T)acc; }
+    }
+}
+
 /* ---- rows (I == 1) ----------------------------------------------------- */
 
 static void LR(row)(const lucid_red_plan *p, ptrdiff_t r)
@@ -176,24 +437,9 @@ static void LR(row)(const lucid_red_plan *p, ptrdiff_t r)
     T *y = (T *)p->y;
     ptrdiff_t at;
     switch (p->op) {
-    case LR_SUM:
-    case LR_SUMSQ:
-    case LR_ASUM:
-        y[r] = (T)LR(tsum)(p->op, x, L, p->center ? ((const T *)p->center)[r] : 0);
-        break;
     case LR_PROD:
         y[r] = (T)LR(prodrun)(x, L);
         break;
-    case LR_CUMSUM:
-    case LR_CUMPROD: {          /* in sequence, in double, as the definition reads */
-        T *yr = y + r * L;
-        double acc = p->op == LR_CUMPROD;
-        if (p->op == LR_CUMPROD)
-            for (ptrdiff_t i = 0; i < L; i++) { acc *= (double)x[i]; yr[i] = (T)acc; }
-        else
-            for (ptrdiff_t i = 0; i < L; i++) { acc += (double)x[i]; yr[i] = (T)acc; }
-        break;
-    }
     case LR_MAX:
     case LR_MIN:
         y[r] = p->op == LR_MAX ? LR(maxrun)(x, L, p->idx ? &at : NULL)
@@ -201,23 +447,65 @@ static void LR(row)(const lucid_red_plan *p, ptrdiff_t r)
         if (p->idx) p->idx[r] = at;
         break;
     case LR_LSE: {
-        T m = LR(shift)(LR(maxrun)(x, L, NULL));
-        y[r] = (T)(log(LR(sumexp)(x, L, m)) + (double)m);
+        T m;
+        double s;
+        if (LR(maxsumexp)(x, L, &m, &s) != 0) {
+            m = LR(shift)(LR(maxrun)(x, L, NULL));
+            s = LR(sumexp)(x, L, m);
+        }
+        y[r] = (T)(log(s) + (double)m);
         break;
     }
-    case LR_SOFTMAX: {
-        T m = LR(maxrun)(x, L, NULL);
-        double s = LR(expwrite)(x, y + r * L, L, m);
-        LR(scale)(y + r * L, L, (T)(1.0 / s));
+    case LR_SOFTMAX:
+        LR(softmax_row)(x, y + r * L, L);
         break;
-    }
     case LR_LOGSOFTMAX: {
-        T m = LR(maxrun)(x, L, NULL);
-        double s = LR(shiftwrite)(x, y + r * L, L, m);
-        LR(addc)(y + r * L, L, (T)(-log(s)));
+        T m;
+        double s;
+        if (LR(maxsumexp)(x, L, &m, &s) == 0) {
+            LR(lsmwrite)(x, y + r * L, L, m, (T)log(s));
+        } else {
+            m = LR(maxrun)(x, L, NULL);
+            s = LR(shiftwrite)(x, y + r * L, L, m);
+            LR(addc)(y + r * L, L, (T)(-log(s)));
+        }
         break;
     }
+    case LR_SOFTMAX_BWD:
+        LR(smxbwd)(x, (const T *)p->g + r * L, y + r * L, L);
+        break;
+    case LR_LOGSOFTMAX_BWD:
+        LR(lsmbwd)(x, (const T *)p->g + r * L, y + r * L, L);
+        break;
+    case LR_LSE_BWD:
+        LR(lsebwd)(x, ((const T *)p->g)[r], ((const T *)p->center)[r], y + r * L, L);
+        break;
     }
+}
+
+/* MEAN and NORM2 from the sums of y[k0:k1] in place: the sum / R in T (as the
+ * sum's dtype divides); sqrt, and the flag where the result is so small that the
+ * squares reached the subnormal range, or not finite. */
+static void LR(finish)(lucid_red_plan *p, T *y, ptrdiff_t n)
+{
+    if (p->op == LR_MEAN) {
+        T c = (T)p->red;
+        for (ptrdiff_t k = 0; k < n; k++) y[k] = y[k] / c;
+    } else if (p->op == LR_NORM2) {
+        const T lo = (T)(sizeof(T) == 4 ? 1e-15 : 1e-145);
+        int bad = 0;
+        for (ptrdiff_t k = 0; k < n; k++) {
+            y[k] = (T)sqrt((double)y[k]);
+            bad |= !(y[k] >= lo && y[k] < (T)INFINITY);
+        }
+        if (bad) __atomic_store_n(&p->flag, 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* The sum a MEAN or NORM2 starts from. */
+static int LR(base_op)(int op)
+{
+    return op == LR_MEAN ? LR_SUM : op == LR_NORM2 ? LR_SUMSQ : op;
 }
 
 /* ---- columns (I > 1): w <= LR_COL_W columns at x, rows I apart ------------ */
@@ -382,6 +670,47 @@ LV_CLONES static void LR(colexp)(const T *x, T *y, ptrdiff_t I, ptrdiff_t R, int
     }
 }
 
+/* The fused backward ops down w columns (see LR(smxbwd)): the column sums in double,
+ * row after row, then one write pass. */
+LV_CLONES static void LR(colbwd)(const T *x, const T *g, T *out, ptrdiff_t I, ptrdiff_t R,
+                                 int w, int op, const T *gr, const T *lse)
+{
+    if (op == LR_LSE_BWD) {
+        for (ptrdiff_t r = 0; r < R; r++) {
+            const T *xr = x + r * I;
+            T *o = out + r * I;
+            _Pragma("omp simd")
+            for (int c = 0; c < w; c++) o[c] = gr[c] * EXPT(xr[c] - lse[c]);
+        }
+        return;
+    }
+    double s[LR_COL_W];
+    T d[LR_COL_W];
+    for (int c = 0; c < w; c++) s[c] = 0;
+    for (ptrdiff_t r = 0; r < R; r++) {
+        const T *xr = x + r * I, *gg = g + r * I;
+        if (op == LR_SOFTMAX_BWD) {
+            _Pragma("omp simd")
+            for (int c = 0; c < w; c++) s[c] += (double)gg[c] * (double)xr[c];
+        } else {
+            _Pragma("omp simd")
+            for (int c = 0; c < w; c++) s[c] += (double)gg[c];
+        }
+    }
+    for (int c = 0; c < w; c++) d[c] = (T)s[c];
+    for (ptrdiff_t r = 0; r < R; r++) {
+        const T *xr = x + r * I, *gg = g + r * I;
+        T *o = out + r * I;
+        if (op == LR_SOFTMAX_BWD) {
+            _Pragma("omp simd")
+            for (int c = 0; c < w; c++) o[c] = xr[c] * (gg[c] - d[c]);
+        } else {
+            _Pragma("omp simd")
+            for (int c = 0; c < w; c++) o[c] = gg[c] - EXPT(xr[c]) * d[c];
+        }
+    }
+}
+
 static void LR(cols)(const lucid_red_plan *p, ptrdiff_t piece)
 {
     ptrdiff_t nch = (p->inner + LR_COL_W - 1) / LR_COL_W;
@@ -393,17 +722,33 @@ static void LR(cols)(const lucid_red_plan *p, ptrdiff_t piece)
     double s[LR_COL_W];
     T cc[LR_COL_W];
     for (int c = 0; c < w; c++) cc[c] = p->center ? ((const T *)p->center)[oi + c] : 0;
+    int op = LR(base_op)(p->op);
     switch (p->op) {
     case LR_SUM:
     case LR_SUMSQ:
     case LR_ASUM:
     case LR_PROD:
-        if (p->op == LR_SUM) LR(colsum)(x, p->inner, p->red, w, cc, s);
-        else if (p->op == LR_SUMSQ) LR(colsumsq)(x, p->inner, p->red, w, cc, s);
-        else if (p->op == LR_ASUM) LR(colasum)(x, p->inner, p->red, w, cc, s);
+    case LR_MEAN:
+    case LR_NORM2:
+        if (op == LR_SUM) LR(colsum)(x, p->inner, p->red, w, cc, s);
+        else if (op == LR_SUMSQ) LR(colsumsq)(x, p->inner, p->red, w, cc, s);
+        else if (op == LR_ASUM) LR(colasum)(x, p->inner, p->red, w, cc, s);
         else LR(colprod)(x, p->inner, p->red, w, s);
         for (int c = 0; c < w; c++) y[oi + c] = (T)s[c];
+        LR(finish)((lucid_red_plan *)p, y + oi, w);
         break;
+    case LR_SOFTMAX_BWD:
+    case LR_LOGSOFTMAX_BWD:
+    case LR_LSE_BWD: {
+        ptrdiff_t base = o * p->red * p->inner + c0;
+        const T *g = (const T *)p->g;
+        if (p->op == LR_LSE_BWD)
+            LR(colbwd)(x, NULL, y + base, p->inner, p->red, w, p->op, g + oi,
+                       (const T *)p->center + oi);
+        else
+            LR(colbwd)(x, g + base, y + base, p->inner, p->red, w, p->op, NULL, NULL);
+        break;
+    }
     case LR_MAX:
         LR(colmax)(x, p->inner, p->red, w, y + oi, p->idx ? p->idx + oi : NULL);
         break;
@@ -432,8 +777,9 @@ static void LR(block)(lucid_red_plan *p, ptrdiff_t b)
     const T *x = (const T *)p->x + s0;
     T *y = (T *)p->y + s0;
     ptrdiff_t at = 0;
-    if (p->op == LR_SUM || p->op == LR_SUMSQ || p->op == LR_ASUM) {
-        p->part[b] = LR(tsum)(p->op, x, n, p->center ? ((const T *)p->center)[0] : 0);
+    int op = LR(base_op)(p->op);
+    if (op == LR_SUM || op == LR_SUMSQ || op == LR_ASUM) {
+        p->part[b] = LR(tsum)(op, x, n, p->center ? ((const T *)p->center)[0] : 0);
     } else if (p->op == LR_PROD) {
         p->part[b] = LR(prodrun)(x, n);
     } else if (p->op == LR_MAX || p->op == LR_MIN || p->phase == 0) {
@@ -456,10 +802,16 @@ static void LR(piece)(lucid_red_plan *p, ptrdiff_t piece)
 {
     if (p->kind == LR_KIND_ROWS) {
         ptrdiff_t r0 = piece * p->per, r1 = r0 + p->per < p->outer ? r0 + p->per : p->outer;
-        if (p->op == LR_SUM || p->op == LR_SUMSQ || p->op == LR_ASUM)
-            LR(tsumrows)(p->op, (const T *)p->x, (T *)p->y, r0, r1, p->red, p->outer,
+        int op = LR(base_op)(p->op);
+        if (op == LR_SUM || op == LR_SUMSQ || op == LR_ASUM) {
+            LR(tsumrows)(op, (const T *)p->x, (T *)p->y, r0, r1, p->red, p->outer,
                          (const T *)p->center);
-        else for (ptrdiff_t r = r0; r < r1; r++) LR(row)(p, r);
+            LR(finish)(p, (T *)p->y + r0, r1 - r0);
+        } else if (op == LR_CUMSUM || op == LR_CUMPROD) {
+            LR(cumrows)((const T *)p->x, (T *)p->y, r0, r1, p->red, op == LR_CUMPROD);
+        } else {
+            for (ptrdiff_t r = r0; r < r1; r++) LR(row)(p, r);
+        }
     } else if (p->kind == LR_KIND_COLS) {
         LR(cols)(p, piece);
     } else {
@@ -484,8 +836,9 @@ static void LR(step)(lucid_red_plan *p)
 {
     T *y = (T *)p->y;
     if (p->kind != LR_KIND_FULL) { p->phase++; return; }
-    if (p->op == LR_SUM || p->op == LR_SUMSQ || p->op == LR_ASUM) {
+    if (LR(base_op)(p->op) == LR_SUM || LR(base_op)(p->op) == LR_SUMSQ || p->op == LR_ASUM) {
         y[0] = (T)lr_pairwise(p->part, p->nblocks);
+        LR(finish)(p, y, 1);
     } else if (p->op == LR_PROD) {
         y[0] = (T)lr_product(p->part, p->nblocks);
     } else if (p->op == LR_MAX || p->op == LR_MIN) {
@@ -652,6 +1005,14 @@ static void LR(xent_piece)(lucid_xent_plan *p, ptrdiff_t piece)
 }
 
 #undef LR_EXT_BODY
+#undef LR_EXT_BODY_ARR
+#undef LR_FOLD_S
+#undef LR_SEL
+#undef LR_C_ADD
+#undef LR_C_MUL
+#undef LR_C_GT
+#undef LR_C_LT
+#undef LR_FOLDV
 #undef LR_COLEXT_BODY
 #undef LR_EXPSUM_BODY
 #undef LR_STORE_NONE

@@ -1,0 +1,347 @@
+"""lucid's reduction kernels beyond float sums: the fused backward of softmax,
+log_softmax and logsumexp, the two-pass (log_)softmax and one-pass logsumexp over long
+rows, mean's kernel, and the integer / bool kernels (sum, prod, cumsum, cumprod, max,
+min, amax, amin, argmax, argmin, all, any).
+
+References are float64 NumPy and torch (skipped if torch is missing); every kernel
+result must be bitwise the same on 1, 2 and 4 threads.
+"""
+import numpy as np
+import pytest
+
+import lucid
+
+try:
+    import torch
+except ImportError:          # pragma: no cover
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch not installed")
+
+
+@pytest.fixture
+def threads():
+    old = lucid.get_num_threads()
+    yield
+    lucid.set_num_threads(old)
+
+
+def _data(shape, dtype, seed=0):
+    return (np.random.default_rng(seed).standard_normal(shape) * 3).astype(dtype)
+
+
+def _bitwise_across_threads(f):
+    """f() on 1, 2 and 4 threads: the results, which must agree bitwise."""
+    outs = []
+    for nt in (1, 2, 4):
+        lucid.set_num_threads(nt)
+        outs.append([np.asarray(o) for o in f()])
+    for o in outs[1:]:
+        for a, b in zip(o, outs[0]):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            assert a.tobytes() == b.tobytes(), "differs across thread counts"
+    return outs[0]
+
+
+# -- the softmax family: forward over long rows, fused backward ---------------------------
+
+def _np_lse(a, axis):
+    m = np.max(a, axis=axis, keepdims=True)
+    return np.log(np.sum(np.exp(a - m), axis=axis, keepdims=True)) + m
+
+
+FAMILY = {
+    "softmax": (lambda t, d: lucid.softmax(t, d),
+                lambda a, d: np.exp(a - _np_lse(a, d))),
+    "log_softmax": (lambda t, d: lucid.log_softmax(t, d), lambda a, d: a - _np_lse(a, d)),
+    "logsumexp": (lambda t, d: lucid.logsumexp(t, d), lambda a, d: _np_lse(a, d).squeeze(d)),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("op", list(FAMILY))
+@pytest.mark.parametrize("n", [255, 256, 257, 1000, 5000, 70001])
+@pytest.mark.parametrize("order", ["random", "ascending", "descending"])
+def test_long_rows_forward(op, n, order, dtype, threads):
+    """Rows of several blocks, with the max growing block after block (ascending: the
+    running sum is rescaled at every block) or found in the first block."""
+    a = _data((3, n), np.float64, seed=n)
+    if order == "ascending":
+        a = np.sort(a, axis=1) * 10
+    elif order == "descending":
+        a = -np.sort(a, axis=1) * 10
+    a = a.astype(dtype)
+    call, ref = FAMILY[op]
+    (got,) = _bitwise_across_threads(lambda: [call(lucid.tensor(a), 1).numpy()])
+    want = ref(a.astype(np.float64), 1)
+    tol = dict(rtol=3e-6, atol=1e-30) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-300)
+    if op == "log_softmax":
+        tol = dict(rtol=1e-6, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-11)
+    np.testing.assert_allclose(got.astype(np.float64), want, **tol)
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("op", list(FAMILY))
+def test_long_rows_with_special_values_match_torch(op, dtype):
+    """A long row holding NaN, +inf, a block of only -inf among finite blocks, or only
+    -inf gives what torch gives."""
+    a = _data((6, 1300), dtype, seed=4)
+    a[0, 700] = np.nan
+    a[1, 1000] = np.inf
+    a[2, 256:512] = -np.inf
+    a[3, :] = -np.inf
+    a[4, 0:256] = -np.inf
+    a[5, 1299] = np.inf
+    call = FAMILY[op][0]
+    tf = {"softmax": torch.softmax, "log_softmax": torch.log_softmax,
+          "logsumexp": torch.logsumexp}[op]
+    np.testing.assert_allclose(call(lucid.tensor(a), 1).numpy(),
+                               tf(torch.from_numpy(a.copy()), 1).numpy(),
+                               rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+LAYOUTS = [((300, 517), 1), ((517, 300), 0), ((6, 301, 37), 1), ((10, 100), 1), ((3, 20001), 1)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("op", list(FAMILY))
+@pytest.mark.parametrize("shape,dim", LAYOUTS, ids=[f"{s}-{d}" for s, d in LAYOUTS])
+def test_fused_backward_matches_torch_and_the_graph_formula(op, shape, dim, dtype, threads):
+    """The eager backward (lucid's kernel) agrees with torch in float64 and with the
+    node's graph-mode formula (create_graph=True), and is bitwise the same on 1, 2 and
+    4 threads."""
+    a = _data(shape, dtype)
+    call = FAMILY[op][0]
+    out_shape = tuple(call(lucid.tensor(a), dim).shape)
+    w = _data(out_shape, dtype, seed=7)
+
+    def grad(create):
+        x = lucid.tensor(a, requires_grad=True)
+        (g,) = lucid.autograd.grad((call(x, dim) * lucid.tensor(w)).sum(), x,
+                                   create_graph=create)
+        return [g.detach().numpy()]
+
+    (eager,) = _bitwise_across_threads(lambda: grad(False))
+    (graph,) = grad(True)
+    # float32: the column sums of g cancel (rounding of order 1e-7 of their terms)
+    tol = dict(rtol=2e-5, atol=2e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(eager, graph, **tol)
+    if torch is not None:
+        tx = torch.tensor(a.astype(np.float64), requires_grad=True)
+        tf = {"softmax": torch.softmax, "log_softmax": torch.log_softmax,
+              "logsumexp": torch.logsumexp}[op]
+        (tg,) = torch.autograd.grad((tf(tx, dim) * torch.from_numpy(w.astype(np.float64))).sum(),
+                                    tx)
+        np.testing.assert_allclose(eager, tg.numpy(), **tol)
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("axes,keepdim", [((0, 1), False), ((1, 2), True), ((0, 1, 2), False),
+                                          ((0, 2), False)])
+def test_logsumexp_backward_over_tuple_axes(axes, keepdim, dtype):
+    """logsumexp's fused backward over a run of axes, all axes, and (through the graph
+    formula) axes that are not consecutive, with keepdim."""
+    a = _data((7, 9, 11), dtype)
+    x = lucid.tensor(a, requires_grad=True)
+    y = lucid.logsumexp(x, axes, keepdim=keepdim)
+    w = np.asarray(_data(tuple(y.shape), dtype, seed=3))
+    (y * lucid.tensor(w)).sum().backward()
+    tx = torch.tensor(a.astype(np.float64), requires_grad=True)
+    (torch.logsumexp(tx, axes, keepdim=keepdim) * torch.from_numpy(w.astype(np.float64))).sum().backward()
+    tol = dict(rtol=2e-5, atol=2e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), **tol)
+
+
+@needs_torch
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_fused_backward_with_special_values_and_strided_gradient(op):
+    """NaN / inf rows in the forward give torch's gradients; a gradient that is a
+    transposed (non-contiguous) view is read correctly."""
+    a = _data((8, 97), np.float64)
+    a[0, 5] = np.nan
+    a[1, 9] = np.inf
+    a[2, :] = -np.inf
+    x = lucid.tensor(a, requires_grad=True)
+    y = FAMILY[op][0](x, 1)
+    gbase = _data((97, 8), np.float64, seed=8)
+    y.backward(lucid.from_numpy(gbase).transpose(0, 1))
+    tx = torch.tensor(a, requires_grad=True)
+    tf = torch.softmax if op == "softmax" else torch.log_softmax
+    tf(tx, 1).backward(torch.from_numpy(gbase.T.copy()))
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-13,
+                               equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("dim", [0, 1, None, (0, 1)])
+def test_mean_kernel(dim, dtype, threads):
+    """mean: the pairwise sum / count, bitwise the same on 1, 2 and 4 threads."""
+    a = _data((300, 517), dtype)
+    (got,) = _bitwise_across_threads(
+        lambda: [lucid.mean(lucid.tensor(a)).numpy() if dim is None
+                 else lucid.mean(lucid.tensor(a), dim).numpy()])
+    want = a.astype(np.float64).mean(axis=dim)
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(got.astype(np.float64), want, **tol)
+    assert got.dtype == dtype
+
+
+# -- integer and bool dtypes --------------------------------------------------------------
+
+INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.bool_]
+
+
+def _ints(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    info = np.iinfo(dtype)
+    lo, hi = max(info.min, -100), min(info.max, 100)
+    return rng.integers(lo, hi + 1, size=shape).astype(dtype)
+
+
+INT_LAYOUTS = [((300, 517), 1), ((517, 300), 0), ((6, 301, 37), 1), ((6, 31, 37), (1, 2)),
+               ((100003,), None), ((300, 517), None), ((40000, 3), 0)]
+INT_OPS = {
+    "sum": (lambda t, d: lucid.sum(t) if d is None else lucid.sum(t, d),
+            lambda a, d: np.sum(a, axis=d, dtype=np.int64)),
+    "prod": (lambda t, d: lucid.prod(t) if d is None else lucid.prod(t, d),
+             lambda a, d: np.prod(a, axis=d, dtype=np.int64)),
+    "amax": (lambda t, d: lucid.amax(t) if d is None else lucid.amax(t, d),
+             lambda a, d: np.max(a, axis=d)),
+    "amin": (lambda t, d: lucid.amin(t) if d is None else lucid.amin(t, d),
+             lambda a, d: np.min(a, axis=d)),
+    "all": (lambda t, d: lucid.all(t) if d is None else lucid.all(t, d),
+            lambda a, d: np.all(a, axis=d)),
+    "any": (lambda t, d: lucid.any(t) if d is None else lucid.any(t, d),
+            lambda a, d: np.any(a, axis=d)),
+}
+ONE_AXIS_OPS = {
+    "cumsum": (lambda t, d: lucid.cumsum(t, d), lambda a, d: np.cumsum(a, axis=d, dtype=np.int64)),
+    "cumprod": (lambda t, d: lucid.cumprod(t, d),
+                lambda a, d: np.cumprod(a, axis=d, dtype=np.int64)),
+    "max_values": (lambda t, d: lucid.max(t, d).values, lambda a, d: np.max(a, axis=d)),
+    "max_indices": (lambda t, d: lucid.max(t, d).indices, lambda a, d: np.argmax(a, axis=d)),
+    "min_indices": (lambda t, d: lucid.min(t, d).indices, lambda a, d: np.argmin(a, axis=d)),
+    "argmax": (lambda t, d: lucid.argmax(t, d), lambda a, d: np.argmax(a, axis=d)),
+    "argmin": (lambda t, d: lucid.argmin(t, d), lambda a, d: np.argmin(a, axis=d)),
+}
+INT_CASES = [(op, lay) for op in INT_OPS for lay in INT_LAYOUTS
+             if not (op == "prod" and isinstance(lay[1], tuple))] + \
+    [(op, lay) for op in ONE_AXIS_OPS for lay in INT_LAYOUTS if isinstance(lay[1], int)]
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op,layout", INT_CASES, ids=[f"{o}-{lay[0]}-{lay[1]}" for o, lay in INT_CASES])
+def test_integer_kernels_match_numpy(op, layout, dtype, threads):
+    """Exact results (int64 for sum, prod, cumsum and cumprod, wrapping on overflow as
+    NumPy; the input's dtype for max and min; bool for all and any), bitwise the same
+    on 1, 2 and 4 threads."""
+    shape, dim = layout
+    call, ref = {**INT_OPS, **ONE_AXIS_OPS}[op]
+    a = _ints(shape, dtype)
+    if op in ("prod", "cumprod") and dtype != np.bool_:
+        a = np.where(np.abs(a.astype(np.int64)) > 3, 1, a).astype(dtype)   # some wrap anyway
+    (got,) = _bitwise_across_threads(lambda: [call(lucid.tensor(a), dim).numpy()])
+    want = np.asarray(ref(a, dim))
+    assert got.shape == want.shape
+    assert got.dtype == want.dtype or (op.endswith("indices") or op.startswith("arg"))
+    np.testing.assert_array_equal(got, want)
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.bool_],
+                         ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_integer_results_and_dtypes_match_torch(dim, keepdim, dtype):
+    a = _ints((37, 129), dtype, seed=2)
+    t, tt = lucid.tensor(a), torch.from_numpy(a.copy())
+    pairs = [
+        (lucid.sum(t, dim, keepdim=keepdim), torch.sum(tt, dim, keepdim=keepdim)),
+        (lucid.amax(t, dim, keepdim=keepdim), torch.amax(tt, dim, keepdim=keepdim)),
+        (lucid.amin(t, dim, keepdim=keepdim), torch.amin(tt, dim, keepdim=keepdim)),
+        (lucid.cumsum(t, dim), torch.cumsum(tt, dim)),
+        (lucid.max(t, dim, keepdim=keepdim).values, torch.max(tt, dim, keepdim=keepdim).values),
+        (lucid.min(t, dim, keepdim=keepdim).indices, torch.min(tt, dim, keepdim=keepdim).indices),
+    ]
+    if dtype != np.bool_:                      # torch has no argmax of bools
+        pairs.append((lucid.argmax(t, dim, keepdim=keepdim), torch.argmax(tt, dim, keepdim=keepdim)))
+    # all / any: lucid gives bool for every dtype (torch keeps uint8 for uint8)
+    for f, tf in ((lucid.all, torch.all), (lucid.any, torch.any)):
+        got = f(t, dim, keepdim=keepdim).numpy()
+        assert got.dtype == np.bool_
+        np.testing.assert_array_equal(got, tf(tt, dim, keepdim=keepdim).numpy().astype(bool))
+    if dtype != np.bool_:
+        small = np.where(np.abs(a.astype(np.int64)) > 2, 1, a).astype(dtype)
+        pairs += [(lucid.prod(lucid.tensor(small), dim, keepdim=keepdim),
+                   torch.prod(torch.from_numpy(small.copy()), dim, keepdim=keepdim)),
+                  (lucid.cumprod(lucid.tensor(small), dim),
+                   torch.cumprod(torch.from_numpy(small.copy()), dim))]
+    for got, want in pairs:
+        g, w = got.numpy(), want.numpy()
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_integer_strided_unaligned_and_empty(dtype):
+    a = _ints((120, 77), dtype)
+    view = lucid.from_numpy(np.ascontiguousarray(a.T)).transpose(0, 1)
+    for d in (0, 1):
+        np.testing.assert_array_equal(lucid.sum(view, d).numpy(), a.sum(axis=d, dtype=np.int64))
+        np.testing.assert_array_equal(lucid.amax(view, d).numpy(), a.max(axis=d))
+        np.testing.assert_array_equal(lucid.any(view, d).numpy(), a.any(axis=d))
+    if np.dtype(dtype).itemsize > 1:
+        buf = np.zeros(a.nbytes + 1, dtype=np.uint8)
+        un = np.frombuffer(buf.data, dtype=np.uint8, count=a.nbytes, offset=1).view(dtype)
+        un = un.reshape(a.shape)
+        un[...] = a
+        assert not un.flags.aligned
+        t = lucid.from_numpy(un)
+        np.testing.assert_array_equal(lucid.sum(t, 1).numpy(), a.sum(axis=1, dtype=np.int64))
+        np.testing.assert_array_equal(lucid.argmin(t, 0).numpy(), a.argmin(axis=0))
+        np.testing.assert_array_equal(lucid.cumsum(t, 1).numpy(), a.cumsum(axis=1, dtype=np.int64))
+    e = lucid.tensor(np.zeros((0, 4), dtype))
+    np.testing.assert_array_equal(lucid.sum(e, 0).numpy(), np.zeros(4, np.int64))
+    np.testing.assert_array_equal(lucid.prod(e, 0).numpy(), np.ones(4, np.int64))
+    np.testing.assert_array_equal(lucid.all(e, 0).numpy(), np.ones(4, bool))
+    np.testing.assert_array_equal(lucid.any(e, 0).numpy(), np.zeros(4, bool))
+    assert lucid.cumsum(e, 0).shape == (0, 4)
+
+
+def test_integer_sums_wrap_as_numpy():
+    a = np.full((3, 1000), np.iinfo(np.int64).max // 300, dtype=np.int64)
+    np.testing.assert_array_equal(lucid.sum(lucid.tensor(a), 1).numpy(), a.sum(axis=1))
+    b = np.full((2, 70), 3, dtype=np.int32)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(lucid.prod(lucid.tensor(b), 1).numpy(),
+                                      np.prod(b, axis=1, dtype=np.int64))
+    c = np.array([[np.iinfo(np.int8).min, -1, np.iinfo(np.int8).max]], dtype=np.int8)
+    np.testing.assert_array_equal(lucid.amin(lucid.tensor(c), 1).numpy(), [-128])
+    np.testing.assert_array_equal(lucid.argmax(lucid.tensor(c)).numpy(), 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("dim", [0, 1, None, (0, 1)])
+def test_all_any_of_floats(dim, dtype, threads):
+    """Nonzero is true: NaN and inf are true, -0.0 is false."""
+    a = np.ones((300, 517), dtype)
+    a[3, :] = 0
+    a[4, :] = -0.0
+    a[5, :] = np.nan
+    a[6, 7] = 0
+    a[:, 8] = 0
+    a[:, 9] = np.inf
+    a[:, 10] = -0.0
+    a[7, 10] = np.nan
+    for f, ref in ((lucid.all, np.all), (lucid.any, np.any)):
+        (got,) = _bitwise_across_threads(
+            lambda: [f(lucid.tensor(a)).numpy() if dim is None else f(lucid.tensor(a), dim).numpy()])
+        want = ref(a, axis=dim)
+        assert got.dtype == np.bool_
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(lucid.any(lucid.tensor(a), 1, keepdim=True).numpy(),
+                                  np.any(a, axis=1, keepdims=True))
