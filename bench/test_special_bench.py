@@ -31,6 +31,8 @@ CASES = [
      "log_ndtr", (-30.0, 5.0)),
     ("ndtri", lambda L, F, x: L.special.ndtri(x), lambda T, x: T.special.ndtri(x), "ndtri",
      (0.001, 0.999)),
+    # two operands: x log(x) (the gradient reaches both of them)
+    ("xlogy", lambda L, F, x: L.xlogy(x, x), lambda T, x: T.xlogy(x, x), "xlogy", (0.0, 20.0)),
     ("hardtanh", lambda L, F, x: F.hardtanh(x, -0.5, 0.5),
      lambda T, x: T.nn.functional.hardtanh(x, -0.5, 0.5), None, (-2.0, 2.0)),
     ("celu", lambda L, F, x: F.celu(x, 0.7), lambda T, x: T.nn.functional.celu(x, 0.7), None,
@@ -69,7 +71,7 @@ def test_special(benchmark, name, dt, mode, peer):
     if peer == "scipy":
         sp = pytest.importorskip("scipy.special")
         f = getattr(sp, sname)
-        benchmark(f, a)
+        benchmark(f, *((a, a) if name == "xlogy" else (a,)))
         return
     if peer == "torch":
         if mode == "fwd":

@@ -3,8 +3,9 @@
 
 On lucid's C kernels (src/lucid_special.h, rows of optable.UNARY, accuracy in
 docs/accuracy.md): ``lgamma``, ``digamma``, ``polygamma`` (unary.pyx, a parameter n),
-``sinc``, ``i0``, ``erfcx``, ``log_ndtr``, ``ndtri``, ``logit``. The rest (``ndtr``,
-``i0e``, ``i1``, ``i1e``, ``entr``, ``xlog1py``, ``xlogy``) compute their values through
+``sinc``, ``i0``, ``erfcx``, ``log_ndtr``, ``ndtri``, ``logit``; ``xlogy`` is a row of
+optable.BINARY (src/lucid_binary.c, docs/accuracy_binary.md). The rest (``ndtr``,
+``i0e``, ``i1``, ``i1e``, ``entr``, ``xlog1py``) compute their values through
 SciPy (``scipy.special``) in float64 or float32 (float16 inputs are computed in float32
 and rounded once; integer inputs give float32, as torch).
 
@@ -236,6 +237,9 @@ def expit(input):
 
 # -- xlogy, xlog1py -------------------------------------------------------------------
 
+xlogy = ops.xlogy          # the kernel row (optable.BINARY)
+
+
 def _sum_to(g, shape):
     shape = tuple(shape)
     if tuple(g.shape) == shape:
@@ -249,34 +253,26 @@ def _sum_to(g, shape):
     return g
 
 
-class _XLogBackward(PyNode):
+class Xlog1pyBackward(PyNode):
+    """Backward of x log1p(y): gx = g log1p(y) (0 where x == 0, y <= -1), gy = g x / (1 + y)."""
+
     def grad_formula_impl(self, g, x, y):
-        sx, sy, log1p = self.ctx
+        sx, sy = self.ctx
         gx = gy = None
         if self.needs_input_grad(0):
-            base = ops.log1p(y) if log1p else ops.log(y)
-            edge = (x == 0) & ((y <= -1) if log1p else (y <= 0))
-            gx = _sum_to(ops.where(edge, 0.0, g * base), sx)
+            gx = _sum_to(ops.where((x == 0) & (y <= -1), 0.0, g * ops.log1p(y)), sx)
         if self.needs_input_grad(1):
-            gy = _sum_to(g * x / ((1 + y) if log1p else y), sy)
+            gy = _sum_to(g * x / (1 + y), sy)
         return gx, gy
 
 
-class XlogyBackward(_XLogBackward):
-    """Backward of x log(y): gx = g log(y) (0 where x == 0 and y <= 0), gy = g x / y."""
-
-
-class Xlog1pyBackward(_XLogBackward):
-    """Backward of x log1p(y): gx = g log1p(y) (0 where x == 0, y <= -1), gy = g x / (1 + y)."""
-
-
-XlogyBackward.schema_v1 = register("xlogy", "Promote", 2, saves_input=True, node=XlogyBackward)
 Xlog1pyBackward.schema_v1 = register("xlog1py", "Promote", 2, saves_input=True,
                                      node=Xlog1pyBackward)
 
 
-def _xlog(input, other, log1p):
-    _host_only("xlog1py" if log1p else "xlogy", input, other)
+def xlog1py(input, other):
+    """input * log1p(other), 0 where input == 0 (unless other is nan)."""
+    _host_only("xlog1py", input, other)
     # arrays and lists are tensors of their own dtype, as for lucid's other binary ops
     if not isinstance(input, (Tensor, int, float, np.bool_, np.number)):
         input = core.tensor(input)
@@ -285,36 +281,19 @@ def _xlog(input, other, log1p):
     x = input if isinstance(input, Tensor) else None
     y = other if isinstance(other, Tensor) else None
     if x is None and y is None:
-        raise TypeError("xlogy(): expected at least one Tensor operand")
-    ref = x if x is not None else y
-    dts = [t.dtype for t in (x, y) if t is not None]
-    fl = [d for d in dts if d.is_floating_point]
+        raise TypeError("xlog1py(): expected at least one Tensor operand")
+    fl = [t.dtype for t in (x, y) if t is not None and t.dtype.is_floating_point]
     dt = max(fl, key=lambda d: d.itemsize) if fl else _f32
-    xt = x.to(dt) if x is not None and x.dtype is not dt else (x if x is not None else
-                                                               core.tensor(float(input), dtype=dt))
-    yt = y.to(dt) if y is not None and y.dtype is not dt else (y if y is not None else
-                                                               core.tensor(float(other), dtype=dt))
+    xt = x.to(dt) if x is not None else core.tensor(float(input), dtype=dt)
+    yt = y.to(dt) if y is not None else core.tensor(float(other), dtype=dt)
     comp = np.float32 if dt is _f16 else dt.numpy_dtype
-    fn = sc.xlog1py if log1p else sc.xlogy
     with np.errstate(all="ignore"):
-        r = fn(xt.numpy(force=True).astype(comp), yt.numpy(force=True).astype(comp))
+        r = sc.xlog1py(xt.numpy(force=True).astype(comp), yt.numpy(force=True).astype(comp))
     out = _result(r, dt)
     if _need(xt, yt):
-        cls = Xlog1pyBackward if log1p else XlogyBackward
-        _py_attach(_py_node(cls), out, (xt, yt), (xt, yt),
-                   (tuple(xt.shape), tuple(yt.shape), log1p))
-    del ref
+        _py_attach(_py_node(Xlog1pyBackward), out, (xt, yt), (xt, yt),
+                   (tuple(xt.shape), tuple(yt.shape)))
     return out
-
-
-def xlogy(input, other):
-    """input * log(other), 0 where input == 0 (unless other is nan)."""
-    return _xlog(input, other, False)
-
-
-def xlog1py(input, other):
-    """input * log1p(other), 0 where input == 0 (unless other is nan)."""
-    return _xlog(input, other, True)
 
 
 # -- aliases of ops lucid already has -------------------------------------------------------
@@ -335,6 +314,5 @@ sinc = ops.sinc
 
 # lucid.<name> where torch has torch.<name> (the kernel rows export themselves)
 export(logit, method=True)
-export(xlogy, method=True)
 export(polygamma, method=lambda self, n: polygamma(n, self))
 export(i1, public=False)     # i0's graph-mode derivative

@@ -79,7 +79,10 @@ UNARY_DATA = {
     # for x > 0, 1 - ncdf(-x) would need more bits than the oracle's working precision
     "log_ndtr": _data("sp.log_ndtr(x)", "log(ncdf(x)) if x < 0 else log1p(-ncdf(-x))",
                       (-20.0, 5.0)),
-    "ndtri": _data("sp.ndtri(x)", "sqrt(2) * erfinv(2 * x - 1)", (0.01, 0.99)),
+    # below 1e-10, 2 x - 1 would round to -1 at the oracle's precision (x < 1e-39 at 128
+    # bits): there the root of log(ncdf(y)) = log(x)
+    "ndtri": _data("sp.ndtri(x)", "findroot(lambda y: log(ncdf(y)) - log(x), -sqrt(-2 * log(x))) "
+                   "if 0 < x < 1e-10 else sqrt(2) * erfinv(2 * x - 1)", (0.01, 0.99)),
     "abs": _data("np.abs(x)", "fabs(x)", (-10.0, 10.0)),
     "sign": _data("np.sign(np.nan_to_num(x))", "sign(x)", (-10.0, 10.0)),
     "floor": _data("np.floor(x)", "floor(x)", (-10.0, 10.0)),

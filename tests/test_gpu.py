@@ -598,7 +598,7 @@ def test_cpu_only_linalg_and_special_ops_name_themselves_on_the_gpu(name):
     named = {"special.gammaln": "lgamma", "special.psi": "digamma",
              "logdet": "linalg.logdet"}.get(name, name)      # aliases name the function
     if named.startswith("special.") and named[8:] in (
-            "lgamma", "digamma", "i0", "erfcx", "log_ndtr", "ndtri", "sinc", "polygamma"):
+            "lgamma", "digamma", "i0", "erfcx", "log_ndtr", "ndtri", "sinc", "polygamma", "xlogy"):
         named = named[8:]          # kernel rows: their schema's name
     with pytest.raises(lucid.LucidError, match=f"lucid.{named} does not run on the gpu device; "
                                                r"move its inputs with \.cpu\(\)"):

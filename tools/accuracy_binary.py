@@ -3,7 +3,7 @@
 
 The binary counterpart of tools/accuracy.py (whose rounding, error and worker
 functions it imports): for each of ``lucid.pow``, ``atan2``, ``hypot``,
-``maximum``, ``minimum`` and ``logaddexp`` and each dtype (float32, float64),
+``maximum``, ``minimum``, ``logaddexp`` and ``xlogy`` and each dtype (float32, float64),
 called as ``lucid.<op>(lucid.tensor(a), lucid.tensor(b))``, this script
 
   * samples ``--n`` pairs (a, b) spanning the function's domain in the dtype
@@ -13,12 +13,13 @@ called as ``lucid.<op>(lucid.tensor(a), lucid.tensor(b))``, this script
     results cross the overflow and underflow thresholds, bases near 1, negative
     bases with integer exponents; atan2 / hypot: ratios from 2^-(p+40) to
     2^(p+40), operands near overflow and subnormal; logaddexp: pairs near the
-    curve e^a + e^b = 1 where the result is near 0, a ~ b), plus the cross
+    curve e^a + e^b = 1 where the result is near 0, a ~ b; xlogy: b near 1, where
+    log(b) is near 0, and b across the whole positive range), plus the cross
     product of the special points (+-0, +-smallest subnormal, +-smallest
     normal, +-1, +-2, +-0.5, +-1.5, +-3, +-largest finite, +-inf, nan);
   * evaluates the exact value with mpmath at ``--prec`` bits (mpmath.power,
     atan2, sqrt(a^2 + b^2), max / min, m + log1p(e^-|a-b|) with the precision
-    raised by the cancellation near logaddexp's zero) and rounds it correctly
+    raised by the cancellation near logaddexp's zero, a log(b)) and rounds it correctly
     to the dtype (tools/accuracy.py's ``_round_mpf``);
   * scores ``|lucid - exact| / ulp(exact rounded to the dtype)``
     (tools/accuracy.py's ``ulp_errors``); a nan / inf mismatch, or a zero of
@@ -58,7 +59,7 @@ if HERE not in sys.path:
 from accuracy import (FMT, INF, ROOT, _W, _import_lucid, _logspaced, _round_mpf,
                       _ulp_exp, _uniform, _worker_init, fmt_ulp, fmt_x, ulp_errors)
 
-OPS = ["atan2", "hypot", "logaddexp", "maximum", "minimum", "pow"]
+OPS = ["atan2", "hypot", "logaddexp", "maximum", "minimum", "pow", "xlogy"]
 
 
 # ---------------------------------------------------------------------------
@@ -243,8 +244,22 @@ def sample_logaddexp(rng, dtype, k):
     ])
 
 
+def sample_xlogy(rng, dtype, k):
+    sub, _, mx = _lim(dtype)
+
+    def near_one(r, kk):
+        return r.uniform(-10, 10, kk), 1.0 + _signs(r, kk) * np.exp2(r.uniform(-60, -1, kk))
+
+    return _mix(rng, k, [
+        (0.25, lambda r, kk: (r.uniform(-10, 10, kk), r.uniform(0, 10, kk))),
+        (0.35, lambda r, kk: (_logboth(r, kk, dtype), _logmag(r, kk, sub, mx))),
+        (0.25, near_one),
+        (0.15, lambda r, kk: (_logboth(r, kk, dtype), _logboth(r, kk, dtype))),
+    ])
+
+
 SAMPLERS = dict(pow=sample_pow, atan2=sample_atan2, hypot=sample_hypot, maximum=sample_minmax,
-                minimum=sample_minmax, logaddexp=sample_logaddexp)
+                minimum=sample_minmax, logaddexp=sample_logaddexp, xlogy=sample_xlogy)
 
 
 def special_values(dtype):
@@ -282,8 +297,15 @@ def ieee_maximum(a, b, is_max=True):
     return np.where(np.isnan(a) | np.isnan(b), np.array(np.nan, a.dtype), r)
 
 
+def xlogy_ref(a, b):
+    """torch's xlogy in the dtype: a log(b), 0 where a == 0, nan where b is nan."""
+    r = np.where(a == 0, np.zeros_like(a), a * np.log(b))
+    return np.where(np.isnan(b), b, r)
+
+
 REFS = dict(pow=np.power, atan2=np.arctan2, hypot=np.hypot, logaddexp=np.logaddexp,
-            maximum=ieee_maximum, minimum=lambda a, b: ieee_maximum(a, b, False))
+            maximum=ieee_maximum, minimum=lambda a, b: ieee_maximum(a, b, False),
+            xlogy=xlogy_ref)
 
 
 def reference(op, a, b):
@@ -365,8 +387,15 @@ def _exact_logaddexp(mp, a, b, f):
     raise RuntimeError(f"logaddexp({a!r}, {b!r}): no precision is enough")
 
 
+def _exact_xlogy(mp, a, b, f):
+    # a == 0, b <= 0 and b == 1 (a signed zero), non-finite operands: the reference
+    if a == 0 or b <= 0 or b == 1 or not (math.isfinite(a) and math.isfinite(b)):
+        return None
+    return mp.mpf(a) * mp.log(mp.mpf(b))
+
+
 EXACT = dict(pow=_exact_pow, atan2=_exact_atan2, hypot=_exact_hypot, maximum=_exact_max,
-             minimum=_exact_min, logaddexp=_exact_logaddexp)
+             minimum=_exact_min, logaddexp=_exact_logaddexp, xlogy=_exact_xlogy)
 
 
 def _exact_chunk(task):

@@ -302,7 +302,8 @@ ACCELERATE = {
 # Fields
 #   name      public name: ``lucid.<name>``, ``Tensor.<name>()`` (if ``method``), schema name
 #   amp       AMP policy
-#   ufunc     the NumPy ufunc of the forward (all dtypes, or integers where ``c`` is set)
+#   ufunc     the NumPy ufunc of the forward (all dtypes, or integers where ``c`` is set;
+#             None: NumPy has none, and the row's floats and integers all run ``c``)
 #   c         True: float32/float64 run lucid's kernels ``lucid_v<name>[f]`` and their
 #             fused backward ``lucid_v<name>_grad[f]`` (src/lucid_binary.c)
 #   grad_a    the gradient w.r.t. the first operand, in lucid ops of g, a, b, out and
@@ -325,6 +326,7 @@ MLX_BINARY = {
     "hypot": "mx.sqrt(a * a + b * b)",
     # C's fmod from Python's remainder: where the signs differ, step back by b.
     "fmod": "_fmod(a, b)",
+    "xlogy": None,          # no gpu kernel: the cpu-only error
 }
 
 
@@ -360,6 +362,9 @@ BINARY = [
          "sqrt(input**2 + other**2) without overflow.", c=True, int_rule="float"),
     _bin("logaddexp", "logaddexp", "g * exp(a - out)", "g * exp(b - out)",
          "log(exp(input) + exp(other)), stable for large arguments.", c=True, int_rule="float"),
+    _bin("xlogy", None, "where((a == 0) & (b <= 0), 0.0, xlogy(g, b))", "g * a / b",
+         "input * log(other), 0 where input == 0 (unless other is nan), as torch.xlogy.",
+         c=True, int_rule="float"),
     _bin("fmod", "fmod", "g", "-g * trunc(a / b)",
          "C fmod: the remainder has the sign of the dividend."),
     _bin("remainder", "remainder", "g", "-g * floor(a / b)",
@@ -475,5 +480,4 @@ MORE_BINARY = (
     [dict(name=f"bitwise_{n}", amp="KeepInput", torch=f"bitwise_{n}")
      for n in ("and", "or", "xor", "left_shift", "right_shift")] +
     [dict(name="copysign", amp="Promote", torch="copysign"),
-     dict(name="floor_divide", amp="Promote", torch="floor_divide"),
-     dict(name="xlogy", amp="Promote", torch="xlogy")])
+     dict(name="floor_divide", amp="Promote", torch="floor_divide")])

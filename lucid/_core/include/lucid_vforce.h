@@ -72,6 +72,7 @@ LV_DECLARE_BINARY(hypot)
 LV_DECLARE_BINARY(maximum)
 LV_DECLARE_BINARY(minimum)
 LV_DECLARE_BINARY(logaddexp)
+LV_DECLARE_BINARY(xlogy)
 
 /* Element-wise ops with parameters (src/lucid_vforce.c, driven by unary.pyx): y = f(x; p)
  * and gx = g f'(x; p), p pointing at two doubles. */

@@ -1,6 +1,6 @@
 /*
  * lucid's binary element-wise kernels: pow, atan2, hypot, maximum, minimum,
- * logaddexp (forward and one fused backward each), add, sub, mul, div (forward), and neg.
+ * logaddexp, xlogy (forward and one fused backward each), add, sub, mul, div (forward), and neg.
  *
  *     void lucid_v<name>f(float *z, const float *a, const float *b, const int *n, int bc);
  *     void lucid_v<name>_gradf(float *ga, float *gb, const float *g, const float *a,
@@ -72,6 +72,11 @@ static inline float lv_logaddexpf(float a, float b)
     return (float)lv_logaddexp((double)a, (double)b);
 }
 #define LOGADDEXP(u, v) LV_GENERIC2(u, v, lv_logaddexpf, lv_logaddexp)
+
+/* xlogy(a, b) = a log(b), 0 where a == 0 (log(b) may be -inf or nan there), nan where b
+ * is nan: torch's xlogy. In the dtype, as torch: one log and one multiply. */
+LV_FN2(xlogy, T r = a * LOG(b); r = a == 0 ? (T)0 : r; return b != b ? b : r;)
+#define XLOGY(u, v) LV_GENERIC2(u, v, lv_xlogyf, lv_xlogy)
 
 /* ---- logaddexp near its zero ------------------------------------------------
  * Where e^a + e^b is close to 1 the result r is small and m + log1p(e^-|a-b|)
@@ -336,6 +341,11 @@ LV_BIN_OP(hypot, HYPOT(a, b), , , 1, 1, g / y * a, g / y * b)
 /* d logaddexp = e^(a - y) da + e^(b - y) db */
 LV_BIN_OP_AFTER(logaddexp, LOGADDEXP(a, b), , , lv_logaddexp_fixf(zp, ap, bp, n, bc);,
                 lv_logaddexp_fix(zp, ap, bp, n, bc);, 1, 1, g * EXP(a - y), g * EXP(b - y))
+/* d xlogy = xlogy(g, b) da + g a / b db, as torch's derivatives.yaml: the first is 0 where
+ * a == 0 and b <= 0 (the derivative along a = 0; log(b) is -inf or nan there). */
+LV_BIN_OP(xlogy, XLOGY(a, b), , , 0, 0,
+          (a == 0 && b <= 0) ? (T)0 : XLOGY(g, b),
+          g * a / b)
 
 /* add, sub, mul, div: forward only (their backward is plain arithmetic on arrays).
  * One IEEE operation per element, so the result is NumPy's and PyTorch's bit for bit;

@@ -15,6 +15,26 @@
  * gcc's size heuristics would keep the larger ones out of line. */
 #define LV_INLINE static inline __attribute__((always_inline))
 
+/* c[n-1] x^(n-1) + ... + c[1] x + c[0] by Horner's rule, p = p * x + c[k] from the top:
+ * the same operations, in the same order, as the chain written out. n is a constant at
+ * every call, and the loop is unrolled, so the chain vectorises as the written-out one. */
+LV_INLINE double lv_horner(const double *c, int n, double x)
+{
+    double p = c[n - 1];
+    _Pragma("GCC unroll 64")
+    for (int k = n - 2; k >= 0; k--)
+        p = p * x + c[k];
+    return p;
+}
+LV_INLINE float lv_hornerf(const float *c, int n, float x)
+{
+    float p = c[n - 1];
+    _Pragma("GCC unroll 64")
+    for (int k = n - 2; k >= 0; k--)
+        p = p * x + c[k];
+    return p;
+}
+
 /* ---- erfinv ---------------------------------------------------------------
  * With a = |x| and w = -log(1 - a^2), two polynomials fitted by
  * tools/fit_erfinv.py (mpmath; minimax in relative error; coefficients rounded
@@ -85,27 +105,10 @@ LV_INLINE double lv_erfinv_aw(double a, double w)
     double tc = w - 3.125;
     double ec = w - (tc + 3.125);
     double p, q;
-    p = lv_erfinv_c64[25];
-    p = p * tc + lv_erfinv_c64[24]; p = p * tc + lv_erfinv_c64[23]; p = p * tc + lv_erfinv_c64[22];
-    p = p * tc + lv_erfinv_c64[21]; p = p * tc + lv_erfinv_c64[20]; p = p * tc + lv_erfinv_c64[19];
-    p = p * tc + lv_erfinv_c64[18]; p = p * tc + lv_erfinv_c64[17]; p = p * tc + lv_erfinv_c64[16];
-    p = p * tc + lv_erfinv_c64[15]; p = p * tc + lv_erfinv_c64[14]; p = p * tc + lv_erfinv_c64[13];
-    p = p * tc + lv_erfinv_c64[12]; p = p * tc + lv_erfinv_c64[11]; p = p * tc + lv_erfinv_c64[10];
-    p = p * tc + lv_erfinv_c64[9]; p = p * tc + lv_erfinv_c64[8]; p = p * tc + lv_erfinv_c64[7];
-    p = p * tc + lv_erfinv_c64[6]; p = p * tc + lv_erfinv_c64[5]; p = p * tc + lv_erfinv_c64[4];
-    p = p * tc + lv_erfinv_c64[3]; p = p * tc + lv_erfinv_c64[2];
+    p = lv_horner(lv_erfinv_c64 + 2, 24, tc);
     p = p * tc + (lv_erfinv_c64[1] + (lv_erfinv_c64[2] + 2.0 * lv_erfinv_c64[3] * tc) * ec);
     p = lv_erfinv_c64[0] + p;
-    q = lv_erfinv_t64[27];
-    q = q * t + lv_erfinv_t64[26]; q = q * t + lv_erfinv_t64[25]; q = q * t + lv_erfinv_t64[24];
-    q = q * t + lv_erfinv_t64[23]; q = q * t + lv_erfinv_t64[22]; q = q * t + lv_erfinv_t64[21];
-    q = q * t + lv_erfinv_t64[20]; q = q * t + lv_erfinv_t64[19]; q = q * t + lv_erfinv_t64[18];
-    q = q * t + lv_erfinv_t64[17]; q = q * t + lv_erfinv_t64[16]; q = q * t + lv_erfinv_t64[15];
-    q = q * t + lv_erfinv_t64[14]; q = q * t + lv_erfinv_t64[13]; q = q * t + lv_erfinv_t64[12];
-    q = q * t + lv_erfinv_t64[11]; q = q * t + lv_erfinv_t64[10]; q = q * t + lv_erfinv_t64[9];
-    q = q * t + lv_erfinv_t64[8]; q = q * t + lv_erfinv_t64[7]; q = q * t + lv_erfinv_t64[6];
-    q = q * t + lv_erfinv_t64[5]; q = q * t + lv_erfinv_t64[4]; q = q * t + lv_erfinv_t64[3];
-    q = q * t + lv_erfinv_t64[2]; q = q * t + lv_erfinv_t64[1];
+    q = lv_horner(lv_erfinv_t64 + 1, 27, t);
     q = lv_erfinv_t64[0] + q;
     return w < 6.25 ? a * p : q;
 }
@@ -129,15 +132,9 @@ LV_INLINE float lv_erfinvf(float x)
     float w = -logf(z);
     float t = sqrtf(w) - 3.0f;           /* exact in the tail (s in [2, 3.993]) */
     float p, q;
-    p = lv_erfinv_c32[10];
-    p = p * w + lv_erfinv_c32[9]; p = p * w + lv_erfinv_c32[8]; p = p * w + lv_erfinv_c32[7];
-    p = p * w + lv_erfinv_c32[6]; p = p * w + lv_erfinv_c32[5]; p = p * w + lv_erfinv_c32[4];
-    p = p * w + lv_erfinv_c32[3]; p = p * w + lv_erfinv_c32[2]; p = p * w + lv_erfinv_c32[1];
+    p = lv_hornerf(lv_erfinv_c32 + 1, 10, w);
     p = lv_erfinv_c32[0] + p;
-    q = lv_erfinv_t32[9];
-    q = q * t + lv_erfinv_t32[8]; q = q * t + lv_erfinv_t32[7]; q = q * t + lv_erfinv_t32[6];
-    q = q * t + lv_erfinv_t32[5]; q = q * t + lv_erfinv_t32[4]; q = q * t + lv_erfinv_t32[3];
-    q = q * t + lv_erfinv_t32[2]; q = q * t + lv_erfinv_t32[1];
+    q = lv_hornerf(lv_erfinv_t32 + 1, 9, t);
     q = lv_erfinv_t32[0] + q;
     float y = w < 4.0f ? a * p : q;
     y = a < 1.0f ? y : (a == 1.0f ? INFINITY : NAN);
@@ -149,19 +146,21 @@ LV_INLINE float lv_erfinvf(float x)
  * Coefficients from tools/fit_special.py (mpmath, 40 digits). float32 goes through the
  * double functions and is rounded once. The loops are fixed-length and branch-free (the
  * pieces of a function are all computed, one is selected), so they vectorise; polygamma
- * of order n >= 1 is a scalar loop (its length depends on n and x). */
+ * of order n >= 2 is a scalar loop (its length depends on n and x). */
 
 /* sin(pi x) and cos(pi x) with the argument reduced exactly: x = n + r, |r| <= 1/2,
- * so pi r is rounded once and the result keeps its relative accuracy near the zeros. */
+ * so pi r is rounded once and the result keeps its relative accuracy near the zeros.
+ * cos(pi r) is sin(pi (1/2 - |r|)) (1/2 - |r| exact where it matters, |r| >= 1/4): exact
+ * zeros at the half-integers, and two sin calls where sin and cos of one argument would
+ * become one scalar sincos call, which has no vector version (the loop would not vectorise). */
 LV_INLINE void lv_sincospi(double x, double *s, double *c)
 {
     double n = rint(x);
     double r = x - n;                    /* exact; nan at +-inf */
     double h = n * 0.5;
     double sg = h != rint(h) ? -1.0 : 1.0;   /* (-1)^n (n even above 2^53) */
-    double pr = 3.141592653589793 * r;
-    *s = sg * sin(pr);
-    *c = fabs(r) == 0.5 ? 0.0 : sg * cos(pr);    /* exact zeros at the half-integers */
+    *s = sg * sin(3.141592653589793 * r);
+    *c = sg * sin(3.141592653589793 * (0.5 - fabs(r)));
 }
 
 /* ---- lgamma ------------------------------------------------------------------
@@ -197,17 +196,7 @@ LV_INLINE double lv_lgamma_pos(double a)
     }
     double z = t >= 1.5 ? t - 2.0 : (t >= 0.5 ? t - 1.0 : t);
     double la = t >= 1.5 ? prod : (t >= 0.5 ? t : t * (t + 1.0));
-    double p = lv_lgamma2_c[29];
-    p = p * z + lv_lgamma2_c[28]; p = p * z + lv_lgamma2_c[27]; p = p * z + lv_lgamma2_c[26];
-    p = p * z + lv_lgamma2_c[25]; p = p * z + lv_lgamma2_c[24]; p = p * z + lv_lgamma2_c[23];
-    p = p * z + lv_lgamma2_c[22]; p = p * z + lv_lgamma2_c[21]; p = p * z + lv_lgamma2_c[20];
-    p = p * z + lv_lgamma2_c[19]; p = p * z + lv_lgamma2_c[18]; p = p * z + lv_lgamma2_c[17];
-    p = p * z + lv_lgamma2_c[16]; p = p * z + lv_lgamma2_c[15]; p = p * z + lv_lgamma2_c[14];
-    p = p * z + lv_lgamma2_c[13]; p = p * z + lv_lgamma2_c[12]; p = p * z + lv_lgamma2_c[11];
-    p = p * z + lv_lgamma2_c[10]; p = p * z + lv_lgamma2_c[9]; p = p * z + lv_lgamma2_c[8];
-    p = p * z + lv_lgamma2_c[7]; p = p * z + lv_lgamma2_c[6]; p = p * z + lv_lgamma2_c[5];
-    p = p * z + lv_lgamma2_c[4]; p = p * z + lv_lgamma2_c[3]; p = p * z + lv_lgamma2_c[2];
-    p = p * z + lv_lgamma2_c[1]; p = p * z + lv_lgamma2_c[0];
+    double p = lv_horner(lv_lgamma2_c, 30, z);
     double L = z * p;
     double small = t >= 1.5 ? L + log(la) : L - log(la);
     double b = a < 10.0 ? 10.0 : a;     /* nan stays */
@@ -268,15 +257,7 @@ LV_INLINE double lv_digamma_pos(double a)
         u = c ? v : u;
     }
     double h = u - 1.5;
-    double p = lv_digamma_c[24];
-    p = p * h + lv_digamma_c[23]; p = p * h + lv_digamma_c[22]; p = p * h + lv_digamma_c[21];
-    p = p * h + lv_digamma_c[20]; p = p * h + lv_digamma_c[19]; p = p * h + lv_digamma_c[18];
-    p = p * h + lv_digamma_c[17]; p = p * h + lv_digamma_c[16]; p = p * h + lv_digamma_c[15];
-    p = p * h + lv_digamma_c[14]; p = p * h + lv_digamma_c[13]; p = p * h + lv_digamma_c[12];
-    p = p * h + lv_digamma_c[11]; p = p * h + lv_digamma_c[10]; p = p * h + lv_digamma_c[9];
-    p = p * h + lv_digamma_c[8]; p = p * h + lv_digamma_c[7]; p = p * h + lv_digamma_c[6];
-    p = p * h + lv_digamma_c[5]; p = p * h + lv_digamma_c[4]; p = p * h + lv_digamma_c[3];
-    p = p * h + lv_digamma_c[2]; p = p * h + lv_digamma_c[1]; p = p * h + lv_digamma_c[0];
+    double p = lv_horner(lv_digamma_c, 25, h);
     double small = ((u - 1.4616321449683622) - 9.549995429965697e-17) * p + num / den
                    - (t < 1.0 ? 1.0 / t : 0.0);
     double b = a < 10.0 ? 10.0 : a;
@@ -298,7 +279,7 @@ LV_INLINE double lv_digamma(double x)
     lv_sincospi(x, &s, &c);
     double refl = ps - 3.141592653589793 * c / s;
     double r = x > 0 ? ps : refl;
-    r = x == 0 ? (signbit(x) ? INFINITY : -INFINITY) : r;
+    r = x == 0 ? -1.0 / x : r;          /* -inf at +0, +inf at -0 (signbit would not vectorise) */
     return x < 0 && x == rint(x) ? NAN : r;
 }
 LV_INLINE float lv_digammaf(float x) { return (float)lv_digamma((double)x); }
@@ -355,8 +336,46 @@ static inline double lv_polygamma_n(int n, double x)
     }
     return sign * fact * z;
 }
-LV_INLINE double lv_trigamma(double x) { return lv_polygamma_n(1, x); }
-LV_INLINE float lv_trigammaf(float x) { return (float)lv_polygamma_n(1, (double)x); }
+
+/* ---- trigamma = polygamma(1, .) ----------------------------------------------
+ * Branch-free (the backward of digamma): a >= 10: the asymptotic series
+ * 1/a + 1/(2a^2) + sum B_2k / a^(2k+1) (B_2 .. B_20: < 1e-18 relative at 10). a < 10:
+ * a < 1 moves up one step (psi1(a) = psi1(a + 1) + 1/a^2), then up to u in [10, 11)
+ * (psi1(u) = psi1(u + 1) + 1/u^2, the sum of the 1/u^2 kept as one fraction; its
+ * denominator stays below (10!)^2). x <= 0: psi1(x) = (pi / sin(pi x))^2 - psi1(1 - x),
+ * +inf at 0 and the negative integers (the poles, as polygamma(1, .) of any order), nan
+ * at -inf. */
+static const double lv_trigamma_b[10] = {   /* B_2k, k = 1 .. 10 */
+    1.0 / 6.0, -1.0 / 30.0, 1.0 / 42.0, -1.0 / 30.0, 5.0 / 66.0, -691.0 / 2730.0,
+    7.0 / 6.0, -3617.0 / 510.0, 43867.0 / 798.0, -174611.0 / 330.0
+};
+LV_INLINE double lv_trigamma_pos(double a)
+{
+    double extra = a < 1.0 ? 1.0 / (a * a) : 0.0;
+    double u = a < 1.0 ? a + 1.0 : a;
+    double num = 0.0, den = 1.0;
+    for (int j = 0; j < 9; j++) {
+        int c = u < 10.0;
+        double u2 = u * u;
+        num = c ? num * u2 + den : num;
+        den = c ? den * u2 : den;
+        u = c ? u + 1.0 : u;
+    }
+    double ib = 1.0 / u, ib2 = ib * ib;   /* u = +inf: 0 */
+    double ser = lv_horner(lv_trigamma_b, 10, ib2);
+    double big = ib * (1.0 + ib * (0.5 + ib * ser));
+    return extra + (num / den + big);
+}
+LV_INLINE double lv_trigamma(double x)
+{
+    double a = x > 0 ? x : 1.0 - x;
+    double ps = lv_trigamma_pos(a);
+    double s, c;
+    lv_sincospi(x, &s, &c);
+    double r = 3.141592653589793 / s;
+    return x > 0 ? ps : r * r - ps;
+}
+LV_INLINE float lv_trigammaf(float x) { return (float)lv_trigamma((double)x); }
 
 /* ---- sinc(x) = sin(pi x) / (pi x), 1 at 0 --------------------------------------
  * sin(pi x) through the exact reduction, so sinc keeps its relative accuracy near
@@ -469,9 +488,7 @@ LV_INLINE double lv_i0_i1_big(double a, const double *coef, double *e_out)
 {
     double c = a < 30.0 ? 30.0 : a;
     double ic = 1.0 / c;
-    double A = coef[25];
-    for (int k = 24; k >= 0; k--)
-        A = A * ic + coef[k];
+    double A = lv_horner(coef, 26, ic);
     double e = exp(0.5 * c);
     *e_out = e;
     double r = e * ((e * A) / (2.5066282746310002 * sqrt(c)));
@@ -483,42 +500,8 @@ LV_INLINE double lv_i0(double x)
     double b = a < 30.0 ? a : 30.0;
     double hh = b * b, hl = fma(b, b, -hh);
     double u = 0.25 * hh, ul = 0.25 * hl;
-    double S = lv_i0_s[50];
-    S = S * u + lv_i0_s[49]; S = S * u + lv_i0_s[48]; S = S * u + lv_i0_s[47];
-    S = S * u + lv_i0_s[46]; S = S * u + lv_i0_s[45]; S = S * u + lv_i0_s[44];
-    S = S * u + lv_i0_s[43]; S = S * u + lv_i0_s[42]; S = S * u + lv_i0_s[41];
-    S = S * u + lv_i0_s[40]; S = S * u + lv_i0_s[39]; S = S * u + lv_i0_s[38];
-    S = S * u + lv_i0_s[37]; S = S * u + lv_i0_s[36]; S = S * u + lv_i0_s[35];
-    S = S * u + lv_i0_s[34]; S = S * u + lv_i0_s[33]; S = S * u + lv_i0_s[32];
-    S = S * u + lv_i0_s[31]; S = S * u + lv_i0_s[30]; S = S * u + lv_i0_s[29];
-    S = S * u + lv_i0_s[28]; S = S * u + lv_i0_s[27]; S = S * u + lv_i0_s[26];
-    S = S * u + lv_i0_s[25]; S = S * u + lv_i0_s[24]; S = S * u + lv_i0_s[23];
-    S = S * u + lv_i0_s[22]; S = S * u + lv_i0_s[21]; S = S * u + lv_i0_s[20];
-    S = S * u + lv_i0_s[19]; S = S * u + lv_i0_s[18]; S = S * u + lv_i0_s[17];
-    S = S * u + lv_i0_s[16]; S = S * u + lv_i0_s[15]; S = S * u + lv_i0_s[14];
-    S = S * u + lv_i0_s[13]; S = S * u + lv_i0_s[12]; S = S * u + lv_i0_s[11];
-    S = S * u + lv_i0_s[10]; S = S * u + lv_i0_s[9]; S = S * u + lv_i0_s[8];
-    S = S * u + lv_i0_s[7]; S = S * u + lv_i0_s[6]; S = S * u + lv_i0_s[5];
-    S = S * u + lv_i0_s[4]; S = S * u + lv_i0_s[3]; S = S * u + lv_i0_s[2];
-    S = S * u + lv_i0_s[1]; S = S * u + lv_i0_s[0];
-    double T = lv_i1_s[50];
-    T = T * u + lv_i1_s[49]; T = T * u + lv_i1_s[48]; T = T * u + lv_i1_s[47];
-    T = T * u + lv_i1_s[46]; T = T * u + lv_i1_s[45]; T = T * u + lv_i1_s[44];
-    T = T * u + lv_i1_s[43]; T = T * u + lv_i1_s[42]; T = T * u + lv_i1_s[41];
-    T = T * u + lv_i1_s[40]; T = T * u + lv_i1_s[39]; T = T * u + lv_i1_s[38];
-    T = T * u + lv_i1_s[37]; T = T * u + lv_i1_s[36]; T = T * u + lv_i1_s[35];
-    T = T * u + lv_i1_s[34]; T = T * u + lv_i1_s[33]; T = T * u + lv_i1_s[32];
-    T = T * u + lv_i1_s[31]; T = T * u + lv_i1_s[30]; T = T * u + lv_i1_s[29];
-    T = T * u + lv_i1_s[28]; T = T * u + lv_i1_s[27]; T = T * u + lv_i1_s[26];
-    T = T * u + lv_i1_s[25]; T = T * u + lv_i1_s[24]; T = T * u + lv_i1_s[23];
-    T = T * u + lv_i1_s[22]; T = T * u + lv_i1_s[21]; T = T * u + lv_i1_s[20];
-    T = T * u + lv_i1_s[19]; T = T * u + lv_i1_s[18]; T = T * u + lv_i1_s[17];
-    T = T * u + lv_i1_s[16]; T = T * u + lv_i1_s[15]; T = T * u + lv_i1_s[14];
-    T = T * u + lv_i1_s[13]; T = T * u + lv_i1_s[12]; T = T * u + lv_i1_s[11];
-    T = T * u + lv_i1_s[10]; T = T * u + lv_i1_s[9]; T = T * u + lv_i1_s[8];
-    T = T * u + lv_i1_s[7]; T = T * u + lv_i1_s[6]; T = T * u + lv_i1_s[5];
-    T = T * u + lv_i1_s[4]; T = T * u + lv_i1_s[3]; T = T * u + lv_i1_s[2];
-    T = T * u + lv_i1_s[1]; T = T * u + lv_i1_s[0];
+    double S = lv_horner(lv_i0_s, 51, u);
+    double T = lv_horner(lv_i1_s, 51, u);
     double e;
     double big = lv_i0_i1_big(a, lv_i0_a, &e);
     return a < 30.0 ? S + T * ul : big;
@@ -529,24 +512,7 @@ LV_INLINE double lv_i1(double x)
     double a = fabs(x);
     double b = a < 30.0 ? a : 30.0;
     double u = 0.25 * (b * b);
-    double T = lv_i1_s[50];
-    T = T * u + lv_i1_s[49]; T = T * u + lv_i1_s[48]; T = T * u + lv_i1_s[47];
-    T = T * u + lv_i1_s[46]; T = T * u + lv_i1_s[45]; T = T * u + lv_i1_s[44];
-    T = T * u + lv_i1_s[43]; T = T * u + lv_i1_s[42]; T = T * u + lv_i1_s[41];
-    T = T * u + lv_i1_s[40]; T = T * u + lv_i1_s[39]; T = T * u + lv_i1_s[38];
-    T = T * u + lv_i1_s[37]; T = T * u + lv_i1_s[36]; T = T * u + lv_i1_s[35];
-    T = T * u + lv_i1_s[34]; T = T * u + lv_i1_s[33]; T = T * u + lv_i1_s[32];
-    T = T * u + lv_i1_s[31]; T = T * u + lv_i1_s[30]; T = T * u + lv_i1_s[29];
-    T = T * u + lv_i1_s[28]; T = T * u + lv_i1_s[27]; T = T * u + lv_i1_s[26];
-    T = T * u + lv_i1_s[25]; T = T * u + lv_i1_s[24]; T = T * u + lv_i1_s[23];
-    T = T * u + lv_i1_s[22]; T = T * u + lv_i1_s[21]; T = T * u + lv_i1_s[20];
-    T = T * u + lv_i1_s[19]; T = T * u + lv_i1_s[18]; T = T * u + lv_i1_s[17];
-    T = T * u + lv_i1_s[16]; T = T * u + lv_i1_s[15]; T = T * u + lv_i1_s[14];
-    T = T * u + lv_i1_s[13]; T = T * u + lv_i1_s[12]; T = T * u + lv_i1_s[11];
-    T = T * u + lv_i1_s[10]; T = T * u + lv_i1_s[9]; T = T * u + lv_i1_s[8];
-    T = T * u + lv_i1_s[7]; T = T * u + lv_i1_s[6]; T = T * u + lv_i1_s[5];
-    T = T * u + lv_i1_s[4]; T = T * u + lv_i1_s[3]; T = T * u + lv_i1_s[2];
-    T = T * u + lv_i1_s[1]; T = T * u + lv_i1_s[0];
+    double T = lv_horner(lv_i1_s, 51, u);
     double e;
     double big = lv_i0_i1_big(a, lv_i1_a, &e);
     return copysign(a < 30.0 ? 0.5 * b * T : big, x);
@@ -626,8 +592,8 @@ LV_INLINE float lv_log_ndtr_gradf(float x) { return (float)lv_log_ndtr_grad((dou
  * With q = min(p, 1 - p) (1 - p exact) and a = 1 - 2q, 1 - a^2 = 4 q (1 - q): w =
  * -log(4q(1-q)) has no cancellation, and erfinv's two pieces (lv_erfinv_aw) give
  * ndtri(q) = -sqrt2 erfinv(a) for w < 36 (q > 6e-17). Below, s = sqrt(w) up to 27.3 (the
- * smallest subnormal q): a Chebyshev fit in s (7e-12) and one Newton step on
- * log_ndtr(y) = log q, which squares that error. ndtri(0) = -inf, ndtri(1) = inf,
+ * smallest subnormal q): a Chebyshev fit in s (7e-12) and, for float64, one Newton
+ * step on log_ndtr(y) = log q, which squares that error. ndtri(0) = -inf, ndtri(1) = inf,
  * nan outside [0, 1]. */
 static const double lv_ndtri_t[23] = {
     0.9951390694527872, 0.00511696774080444, -0.004208072636447162,
@@ -639,7 +605,7 @@ static const double lv_ndtri_t[23] = {
     8.100622026743572e-05, 6.357869048179963e-05, -4.699509127675402e-05,
     -1.5048989552861308e-05, 1.148738710137531e-05
 };
-LV_INLINE double lv_ndtri(double p)
+LV_INLINE double lv_ndtri_q(double p, int newton)
 {
     double q = p < 0.5 ? p : 1.0 - p;
     q = q > 0.0 ? q : 0.5;               /* 0, 1, nan and outside [0, 1]: replaced below */
@@ -648,22 +614,17 @@ LV_INLINE double lv_ndtri(double p)
     double y = -1.4142135623730951 * lv_erfinv_aw(a, w);
     double s = sqrt(w);
     double u = (s - 16.65) * (1.0 / 10.75);
-    double T = lv_ndtri_t[22];
-    T = T * u + lv_ndtri_t[21]; T = T * u + lv_ndtri_t[20]; T = T * u + lv_ndtri_t[19];
-    T = T * u + lv_ndtri_t[18]; T = T * u + lv_ndtri_t[17]; T = T * u + lv_ndtri_t[16];
-    T = T * u + lv_ndtri_t[15]; T = T * u + lv_ndtri_t[14]; T = T * u + lv_ndtri_t[13];
-    T = T * u + lv_ndtri_t[12]; T = T * u + lv_ndtri_t[11]; T = T * u + lv_ndtri_t[10];
-    T = T * u + lv_ndtri_t[9]; T = T * u + lv_ndtri_t[8]; T = T * u + lv_ndtri_t[7];
-    T = T * u + lv_ndtri_t[6]; T = T * u + lv_ndtri_t[5]; T = T * u + lv_ndtri_t[4];
-    T = T * u + lv_ndtri_t[3]; T = T * u + lv_ndtri_t[2]; T = T * u + lv_ndtri_t[1];
-    T = T * u + lv_ndtri_t[0];
+    double T = lv_horner(lv_ndtri_t, 23, u);
     double z0 = -1.4142135623730951 * (T * s);
-    double z1 = z0 - (lv_log_ndtr(z0) - log(q)) / lv_log_ndtr_grad(z0);
+    double z1 = newton ? z0 - (lv_log_ndtr(z0) - log(q)) / lv_log_ndtr_grad(z0) : z0;
     double yq = w < 36.0 ? y : z1;
     double r = p < 0.5 ? yq : -yq;
     r = p == 0.0 ? -INFINITY : (p == 1.0 ? INFINITY : r);
     return p >= 0.0 && p <= 1.0 ? r : NAN;
 }
-LV_INLINE float lv_ndtrif(float x) { return (float)lv_ndtri((double)x); }
+LV_INLINE double lv_ndtri(double p) { return lv_ndtri_q(p, 1); }
+/* float32: the tail's fit alone (7e-12) is far below float's rounding; the Newton step
+ * (log_ndtr and its derivative: erfcx, erfc, exp, log, for every lane) is left out. */
+LV_INLINE float lv_ndtrif(float x) { return (float)lv_ndtri_q((double)x, 0); }
 
 #endif /* LUCID_SPECIAL_H */

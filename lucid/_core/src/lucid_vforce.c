@@ -617,9 +617,10 @@ LV_POP(celu, v > 0 ? v : p0 * LV_GENERIC(v / p0, expm1f, expm1),
  * (max(beta x, 0) + log1p(e^-|beta x|)) / beta, which does not overflow. */
 LV_POP(softplus_beta, v * p0 > p1 ? v : lv_softplus_g(v * p0) / p0,
        x * p0 > p1 ? g : g * lv_sigmoid_g(x * p0))
-/* polygamma(n, x), n = p[0]: digamma for n = 0; computed in double, rounded once. */
+/* polygamma(n, x), n = p[0]: digamma for n = 0, trigamma for 1 (both branch-free, as
+ * the backward of digamma); computed in double, rounded once. */
 static inline double lv_polygamma_any(double n, double x)
 {
-    return n == 0.0 ? lv_digamma(x) : lv_polygamma_n((int)n, x);
+    return n == 0.0 ? lv_digamma(x) : (n == 1.0 ? lv_trigamma(x) : lv_polygamma_n((int)n, x));
 }
 LV_POP(polygamma, (T)lv_polygamma_any(p[0], (double)v), g * (T)lv_polygamma_any(p[0] + 1.0, (double)x))
