@@ -327,6 +327,17 @@ def test_softmin_vs_torch(torch):
     assert lucid.autograd.gradgradcheck(lambda v: F.softmin(v, 1), (x,))
 
 
+def test_celu_in_lucid_as_torch(torch):
+    x = np.array([-3.0, -0.5, 0.0, 0.5, 2.0])
+    t = torch.tensor(x, requires_grad=True)
+    v = lucid.tensor(x, requires_grad=True)
+    np.testing.assert_allclose(lucid.celu(v, 0.5).detach().numpy(),
+                               torch.celu(t, 0.5).detach().numpy(), rtol=1e-15)
+    lucid.celu(v).sum().backward()
+    torch.celu(t).sum().backward()
+    np.testing.assert_allclose(v.grad.numpy(), t.grad.numpy(), rtol=1e-15)
+
+
 def test_schemas():
     for name in ("hardtanh", "celu", "softplus_beta", "polygamma"):
         s = lucid.ops.schema(name)

@@ -663,6 +663,9 @@ def celu(input, alpha=1.0):
     return dispatch_unary(_S_celu, input, (a,))
 
 
+export(celu)     # lucid.celu, as torch.celu (nn.functional.celu adds inplace)
+
+
 def softplus_beta(input, beta=1.0, threshold=20.0):
     """log(1 + exp(beta x)) / beta, and x where beta x > threshold (torch's softplus)."""
     b = _float_arg(beta, "softplus", "beta")
