@@ -1,5 +1,8 @@
 """Threads: results are bitwise the same for any thread count, chunking or layout."""
+import os
 import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -66,6 +69,62 @@ def test_env_variable_sets_default_threads(tmp_path):
     assert out.stdout.strip() == "3"
     bad = run_child(code, env=child_env(LUCID_NUM_THREADS="zero"), cwd=tmp_path)
     assert bad.returncode != 0 and "LUCID_NUM_THREADS" in bad.stderr
+
+
+# -- free cores: with every core busy, a call runs on the caller alone ----------------
+
+POOL_COUNTS = """
+import json, numpy as np, lucid
+from lucid._core import core
+lucid.set_num_threads(2)
+t = lucid.tensor(np.linspace(-3, 3, 100000, dtype=np.float32))
+want = lucid.erf(t).numpy().tobytes()
+same = all(lucid.erf(t).numpy().tobytes() == want for _ in range(40))
+lucid.set_num_threads(1)
+same = same and lucid.erf(t).numpy().tobytes() == want
+print(json.dumps([same, *core._pool_counts()]))
+"""
+
+
+def _runnable():
+    with open("/proc/loadavg") as f:
+        return int(f.read().split()[3].split("/")[0])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts /proc/loadavg")
+def test_busy_cores_make_calls_run_on_the_caller(tmp_path):
+    import json
+    ncpu = os.cpu_count()
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(ncpu + 1)]
+    try:
+        for _ in range(300):                 # until the spinners show up as runnable
+            if _runnable() >= ncpu + 1:
+                break
+            time.sleep(0.02)
+        else:
+            pytest.skip("the busy processes never showed as runnable")
+        runs = {d: run_child(POOL_COUNTS, env=child_env(LUCID_DYNAMIC_THREADS=d), cwd=tmp_path)
+                for d in ("1", "0")}
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    for d, out in runs.items():
+        assert out.returncode == 0, out.stderr
+    same, par, alone = json.loads(runs["1"].stdout)
+    assert same and alone > 0 and alone >= par        # every core busy: mostly alone
+    same, par, alone = json.loads(runs["0"].stdout)
+    assert same and alone == 0 and par > 0            # switched off: always the workers
+
+
+def test_dynamic_threads_env_is_validated(tmp_path):
+    code = "import lucid; from lucid._core import core; print(core._pool_counts())"
+    for ok in ("0", "1", "off", "yes"):
+        out = run_child(code, env=child_env(LUCID_DYNAMIC_THREADS=ok), cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+    bad = run_child(code, env=child_env(LUCID_DYNAMIC_THREADS="sometimes"), cwd=tmp_path)
+    assert bad.returncode != 0 and "LUCID_DYNAMIC_THREADS" in bad.stderr
 
 
 def test_backend_info_reports_the_cpu_path():

@@ -2479,6 +2479,8 @@ cdef extern from "lucid_pool.h" nogil:
     int lucid_pool_resize(int nthreads)
     int lucid_pool_start(int nthreads)
     int lucid_pool_workers()
+    void lucid_pool_set_dynamic(int on)
+    void lucid_pool_counts(long long *parallel, long long *alone)
 
 cdef Py_ssize_t _PAR_MIN = 1 << 15
 # Pieces are at least this many elements (a multiple of 64), and an array is cut into
@@ -2515,6 +2517,21 @@ cdef int _default_threads() except -1:
 
 
 cdef int _num_threads = _default_threads()
+
+
+cdef int _dynamic_threads() except -1:
+    """LUCID_DYNAMIC_THREADS: 1 (default) lets a job use only the cores other processes
+    leave free (on a machine whose cores are all busy, 2 threads then cost what 1 does);
+    0 always uses the thread count set."""
+    env = os.environ.get("LUCID_DYNAMIC_THREADS", "1").strip().lower()
+    if env in ("1", "on", "true", "yes", ""):
+        return 1
+    if env in ("0", "off", "false", "no"):
+        return 0
+    raise ValueError(f"LUCID_DYNAMIC_THREADS must be 1 or 0, got {env!r}")
+
+
+lucid_pool_set_dynamic(_dynamic_threads())
 
 
 def _set_blas_threads(int n):
@@ -2559,6 +2576,14 @@ def get_num_threads():
 def _pool_workers():
     """Pool workers alive in this process (0 in a fork child until its first large kernel)."""
     return lucid_pool_workers()
+
+
+def _pool_counts():
+    """(jobs run with workers, jobs that had workers but ran on the caller alone because
+    other processes kept every core busy) since the process started."""
+    cdef long long par = 0, alone = 0
+    lucid_pool_counts(&par, &alone)
+    return par, alone
 
 
 # -- the caching allocator (src/lucid_alloc.c) -----------------------------------------------

@@ -41,6 +41,15 @@ int lucid_pool_start(int nthreads);
 /* Workers currently alive in this process (0 in a fresh fork child). */
 int lucid_pool_workers(void);
 
+/* 1 (the default): a job takes only as many workers as other processes leave cores
+ * free (Linux: /proc/loadavg's runnable count), none when every core is busy.
+ * 0: always up to nthreads - 1 workers. Results are the same either way. */
+void lucid_pool_set_dynamic(int on);
+
+/* Jobs run so far with workers, and jobs given workers but run by the caller alone
+ * because no core was free. */
+void lucid_pool_counts(long long *parallel, long long *alone);
+
 #ifdef __cplusplus
 }
 #endif

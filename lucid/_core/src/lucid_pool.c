@@ -13,25 +13,38 @@
  * If the worker read any field of job E, the fences order the CLOSED store before its
  * CAS, which then fails. The caller waits only for pieces that workers did claim
  * (done), never for a worker to show up.
+ *
+ * Free cores. A worker helps only if it gets a core of its own. When other processes
+ * keep every core busy, a woken worker lands on the caller's core (the two then take
+ * turns, no faster than one thread) or on a core it shares with a busy process (the
+ * caller then waits for the pieces it claimed while it is descheduled). So a job takes
+ * at most as many workers as there are cores left free: on Linux, the online cores
+ * minus the runnable threads of /proc/loadavg (the caller and lucid's awake workers
+ * not counted), sampled at most every LP_LOAD_NS. With no core free the job runs on
+ * the caller alone and the workers sleep, which makes 2 threads cost what 1 does.
+ * lucid_pool_set_dynamic(0) turns this off.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "lucid_pool.h"
 
+#include <unistd.h>
 #ifdef __linux__
 #include <linux/futex.h>
 #include <sys/syscall.h>
-#include <unistd.h>
 #endif
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -49,6 +62,10 @@
 #define LP_SPIN_NS 50000L
 /* How long the caller spins on pieces claimed by workers before yielding its core. */
 #define LP_WAIT_SPINS 2000
+/* How often the free cores are counted again (reading /proc/loadavg costs a few us),
+ * and how long a woken worker may still count as asleep while it is runnable. */
+#define LP_LOAD_NS 10000000L
+#define LP_WAKING_NS 2000000L
 
 static struct {
     pthread_mutex_t submit;        /* held while a job runs, and to resize the pool */
@@ -60,9 +77,14 @@ static struct {
     _Atomic ptrdiff_t done;        /* pieces finished by workers */
     _Atomic uint32_t wake;         /* bumped for every job and resize; the futex word */
     _Atomic int sleepers;
+    _Atomic long woken_t;          /* when sleeping workers were last woken */
     _Atomic int limit;             /* workers with id >= limit exit */
     uint32_t epoch;
     int nworkers;
+    int dynamic;                   /* use free cores only (lucid_pool_set_dynamic) */
+    int free_cores;                /* the last count, taken at load_t */
+    long load_t;
+    long long jobs_parallel, jobs_alone;   /* parallel jobs run with workers / alone */
     int atfork_done;
     pthread_t tid[LUCID_POOL_MAX_THREADS];
 #ifndef __linux__
@@ -72,6 +94,7 @@ static struct {
 } P = {
     .submit = PTHREAD_MUTEX_INITIALIZER,
     .state = ((uint64_t)0 << 32) | LP_CLOSED,
+    .dynamic = 1,
 #ifndef __linux__
     .wm = PTHREAD_MUTEX_INITIALIZER,
     .wc = PTHREAD_COND_INITIALIZER,
@@ -103,6 +126,7 @@ static void wake_all(void)
 {
     atomic_fetch_add(&P.wake, 1);
     if (atomic_load(&P.sleepers) > 0) {
+        atomic_store_explicit(&P.woken_t, now_ns(), memory_order_relaxed);
 #ifdef __linux__
         syscall(SYS_futex, (uint32_t *)&P.wake, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 #else
@@ -226,6 +250,73 @@ int lucid_pool_workers(void)
     return n;
 }
 
+void lucid_pool_set_dynamic(int on)
+{
+    pthread_mutex_lock(&P.submit);
+    P.dynamic = on != 0;
+    P.load_t = 0;
+    pthread_mutex_unlock(&P.submit);
+}
+
+void lucid_pool_counts(long long *parallel, long long *alone)
+{
+    pthread_mutex_lock(&P.submit);
+    *parallel = P.jobs_parallel;
+    *alone = P.jobs_alone;
+    pthread_mutex_unlock(&P.submit);
+}
+
+/* Runnable threads on the whole machine now (the caller included), or -1. */
+static int runnable_threads(void)
+{
+#ifdef __linux__
+    char buf[160];
+    int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    char *p = buf;                        /* "0.52 0.58 0.59 3/467 12345" */
+    for (int i = 0; i < 3 && p; i++) {
+        p = strchr(p, ' ');
+        if (p) p++;
+    }
+    if (!p) return -1;
+    char *end;
+    long r = strtol(p, &end, 10);
+    return end != p && *end == '/' && r > 0 && r < INT_MAX ? (int)r : -1;
+#else
+    return -1;
+#endif
+}
+
+/* With P.submit held: cores left free by other processes (a large number when unknown). */
+static int free_cores_locked(void)
+{
+    if (!P.dynamic) return INT_MAX;
+    long t = now_ns();
+    if (P.load_t == 0 || t - P.load_t > LP_LOAD_NS) {
+        int running = runnable_threads();   /* the least of three reads: a thread that */
+        for (int i = 0; i < 2 && running > 1; i++) {   /* just woke is not a busy core */
+            int r = runnable_threads();
+            if (r < running) running = r;
+        }
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        if (running < 0 || ncpu < 1) {
+            P.free_cores = INT_MAX;
+        } else {
+            int awake = P.nworkers;
+            if (t - atomic_load_explicit(&P.woken_t, memory_order_relaxed) > LP_WAKING_NS)
+                awake -= atomic_load(&P.sleepers);
+            int others = running - 1 - (awake > 0 ? awake : 0);
+            P.free_cores = (int)ncpu - 1 - (others > 0 ? others : 0);
+        }
+        P.load_t = t;
+    }
+    return P.free_cores;
+}
+
 static void run_serial(lucid_piece_fn fn, void *ctx, ptrdiff_t npieces)
 {
     for (ptrdiff_t i = 0; i < npieces; i++) fn(ctx, i);
@@ -242,11 +333,15 @@ void lucid_pool_run(lucid_piece_fn fn, void *ctx, ptrdiff_t npieces, int nthread
     if (nthreads > LUCID_POOL_MAX_THREADS) nthreads = LUCID_POOL_MAX_THREADS;
     (void)start_locked(nthreads - 1);   /* fewer workers if the OS refuses more */
     int helpers = nthreads - 1 < P.nworkers ? nthreads - 1 : P.nworkers;
+    int free = free_cores_locked();
+    if (helpers > free) helpers = free > 0 ? free : 0;
     if (helpers == 0) {
+        P.jobs_alone++;
         pthread_mutex_unlock(&P.submit);
         run_serial(fn, ctx, npieces);
         return;
     }
+    P.jobs_parallel++;
     uint64_t e = (uint64_t)(++P.epoch) << 32;
     atomic_store_explicit(&P.state, e | LP_CLOSED, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
