@@ -7,12 +7,6 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-# The thread-count tests must run their jobs on the pool's workers even when other
-# processes keep this machine's cores busy (lucid would then run them on the caller
-# alone; see README "Threads"). Set before lucid is imported; test_threads.py checks
-# the default behaviour in child processes.
-os.environ.setdefault("LUCID_DYNAMIC_THREADS", "0")
-
 try:
     from hypothesis import settings, HealthCheck
 
