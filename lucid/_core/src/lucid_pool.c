@@ -63,9 +63,11 @@
 /* How long the caller spins on pieces claimed by workers before yielding its core. */
 #define LP_WAIT_SPINS 2000
 /* How often the free cores are counted again (reading /proc/loadavg costs a few us),
- * and how long a woken worker may still count as asleep while it is runnable. */
+ * how soon a count that found fewer is checked, and how long after going to sleep or
+ * being woken a worker may still be runnable while counted as a sleeper. */
 #define LP_LOAD_NS 10000000L
-#define LP_WAKING_NS 2000000L
+#define LP_CONFIRM_NS 1000000L
+#define LP_SETTLE_NS 1000000L
 
 static struct {
     pthread_mutex_t submit;        /* held while a job runs, and to resize the pool */
@@ -77,12 +79,13 @@ static struct {
     _Atomic ptrdiff_t done;        /* pieces finished by workers */
     _Atomic uint32_t wake;         /* bumped for every job and resize; the futex word */
     _Atomic int sleepers;
-    _Atomic long woken_t;          /* when sleeping workers were last woken */
+    _Atomic long idle_t;           /* when a worker last went to sleep or was woken */
     _Atomic int limit;             /* workers with id >= limit exit */
     uint32_t epoch;
     int nworkers;
     int dynamic;                   /* use free cores only (lucid_pool_set_dynamic) */
     int free_cores;                /* the last count, taken at load_t */
+    int confirming;                /* the count at load_t found fewer: recount soon */
     long load_t;
     long long jobs_parallel, jobs_alone;   /* parallel jobs run with workers / alone */
     int atfork_done;
@@ -95,6 +98,7 @@ static struct {
     .submit = PTHREAD_MUTEX_INITIALIZER,
     .state = ((uint64_t)0 << 32) | LP_CLOSED,
     .dynamic = 1,
+    .free_cores = INT_MAX,
 #ifndef __linux__
     .wm = PTHREAD_MUTEX_INITIALIZER,
     .wc = PTHREAD_COND_INITIALIZER,
@@ -110,6 +114,7 @@ static long now_ns(void)
 
 static void sleep_until_changed(uint32_t seen)
 {
+    atomic_store_explicit(&P.idle_t, now_ns(), memory_order_relaxed);
     atomic_fetch_add(&P.sleepers, 1);
 #ifdef __linux__
     while (atomic_load(&P.wake) == seen)
@@ -126,7 +131,7 @@ static void wake_all(void)
 {
     atomic_fetch_add(&P.wake, 1);
     if (atomic_load(&P.sleepers) > 0) {
-        atomic_store_explicit(&P.woken_t, now_ns(), memory_order_relaxed);
+        atomic_store_explicit(&P.idle_t, now_ns(), memory_order_relaxed);
 #ifdef __linux__
         syscall(SYS_futex, (uint32_t *)&P.wake, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 #else
@@ -255,6 +260,8 @@ void lucid_pool_set_dynamic(int on)
     pthread_mutex_lock(&P.submit);
     P.dynamic = on != 0;
     P.load_t = 0;
+    P.confirming = 0;
+    P.free_cores = INT_MAX;
     pthread_mutex_unlock(&P.submit);
 }
 
@@ -291,28 +298,33 @@ static int runnable_threads(void)
 #endif
 }
 
-/* With P.submit held: cores left free by other processes (a large number when unknown). */
+/* With P.submit held: cores left free by other processes (a large number when unknown).
+ * Fewer free cores than before is taken only when a second count LP_CONFIRM_NS later
+ * agrees: a process that runs for a moment does not make the next 10 ms serial. */
 static int free_cores_locked(void)
 {
     if (!P.dynamic) return INT_MAX;
     long t = now_ns();
-    if (P.load_t == 0 || t - P.load_t > LP_LOAD_NS) {
-        int running = runnable_threads();   /* the least of three reads: a thread that */
-        for (int i = 0; i < 2 && running > 1; i++) {   /* just woke is not a busy core */
-            int r = runnable_threads();
-            if (r < running) running = r;
-        }
-        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-        if (running < 0 || ncpu < 1) {
-            P.free_cores = INT_MAX;
-        } else {
-            int awake = P.nworkers;
-            if (t - atomic_load_explicit(&P.woken_t, memory_order_relaxed) > LP_WAKING_NS)
-                awake -= atomic_load(&P.sleepers);
-            int others = running - 1 - (awake > 0 ? awake : 0);
-            P.free_cores = (int)ncpu - 1 - (others > 0 ? others : 0);
-        }
-        P.load_t = t;
+    if (P.load_t != 0 && t - P.load_t < (P.confirming ? LP_CONFIRM_NS : LP_LOAD_NS))
+        return P.free_cores;
+    int running = runnable_threads();
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int free = INT_MAX;
+    if (running >= 0 && ncpu >= 1) {
+        /* A worker that is going to sleep or was just woken may be runnable while
+         * counted as a sleeper: within LP_SETTLE_NS of either, count every worker. */
+        int mine = P.nworkers;
+        if (t - atomic_load_explicit(&P.idle_t, memory_order_relaxed) > LP_SETTLE_NS)
+            mine -= atomic_load(&P.sleepers);
+        int others = running - 1 - (mine > 0 ? mine : 0);
+        free = (int)ncpu - 1 - (others > 0 ? others : 0);
+    }
+    P.load_t = t;
+    if (free < P.free_cores && !P.confirming) {
+        P.confirming = 1;              /* look again soon; keep the old count till then */
+    } else {
+        P.confirming = 0;
+        P.free_cores = free;
     }
     return P.free_cores;
 }
