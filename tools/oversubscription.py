@@ -12,6 +12,13 @@ would otherwise spin on the cores lucid's measurement needs), under the same loa
     python tools/oversubscription.py --libs lucid --rounds 7 --calls 200
     python tools/oversubscription.py --busy 0        # no load, for comparison
     python tools/oversubscription.py --root ../main  # another checkout's (built) lucid
+    LUCID_DYNAMIC_THREADS=0 python tools/oversubscription.py --libs lucid
+                                                     # workers even with no core free
+
+With every core busy, lucid runs a call on the calling thread alone (README, "Threads"),
+so its 2-thread rounds are its 1-thread rounds: their ratio is then 1 up to the
+scheduler's placement of the busy processes, which can change between rounds (the
+caller alone on a core, or sharing one, halves or doubles a round).
 """
 import argparse
 import json
