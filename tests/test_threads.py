@@ -1,4 +1,5 @@
 """Threads: results are bitwise the same for any thread count, chunking or layout."""
+import math
 import os
 import subprocess
 import sys
@@ -118,13 +119,21 @@ def test_busy_cores_make_calls_run_on_the_caller(tmp_path):
     assert same and alone == 0 and par > 0            # switched off: always the workers
 
 
-def test_dynamic_threads_env_is_validated(tmp_path):
-    code = "import lucid; from lucid._core import core; print(core._pool_counts())"
-    for ok in ("0", "1", "off", "yes"):
-        out = run_child(code, env=child_env(LUCID_DYNAMIC_THREADS=ok), cwd=tmp_path)
+@pytest.mark.parametrize("name, good, bad", [
+    ("LUCID_DYNAMIC_THREADS", ["0", "1", "off", "Yes"], ["sometimes", "2"]),
+    ("LUCID_ALLOCATOR", ["0", "1", "on", "false"], ["maybe"]),
+    ("LUCID_HALF_TABLES", ["0", "1", "2"], ["3", "on"]),
+    ("LUCID_HALF_ISA", ["c", "f16c", "avx512", "AVX512FP16"], ["sse", "avx2"]),
+])
+def test_env_switches_are_validated(name, good, bad, tmp_path):
+    code = "import lucid; print(float(lucid.erf(lucid.tensor(0.5))))"
+    for value in good:
+        out = run_child(code, env=child_env(**{name: value}), cwd=tmp_path)
         assert out.returncode == 0, out.stderr
-    bad = run_child(code, env=child_env(LUCID_DYNAMIC_THREADS="sometimes"), cwd=tmp_path)
-    assert bad.returncode != 0 and "LUCID_DYNAMIC_THREADS" in bad.stderr
+        assert abs(float(out.stdout) - math.erf(0.5)) < 1e-6
+    for value in bad:
+        out = run_child(code, env=child_env(**{name: value}), cwd=tmp_path)
+        assert out.returncode != 0 and name in out.stderr and "Traceback" in out.stderr
 
 
 def test_backend_info_reports_the_cpu_path():

@@ -2519,16 +2519,32 @@ cdef int _default_threads() except -1:
 cdef int _num_threads = _default_threads()
 
 
+_ON = ("1", "on", "true", "yes")
+_OFF = ("0", "off", "false", "no")
+
+
+cdef object _env_choice(str name, tuple choices, object default):
+    """The environment variable ``name`` (``default`` when unset or empty), which must
+    be one of ``choices``: a typo raises at import instead of being ignored."""
+    text = os.environ.get(name, "").strip().lower()
+    if not text:
+        return default
+    if text not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {text!r}")
+    return text
+
+
 cdef int _dynamic_threads() except -1:
     """LUCID_DYNAMIC_THREADS: 1 (default) lets a job use only the cores other processes
     leave free (on a machine whose cores are all busy, 2 threads then cost what 1 does);
     0 always uses the thread count set."""
-    env = os.environ.get("LUCID_DYNAMIC_THREADS", "1").strip().lower()
-    if env in ("1", "on", "true", "yes", ""):
-        return 1
-    if env in ("0", "off", "false", "no"):
-        return 0
-    raise ValueError(f"LUCID_DYNAMIC_THREADS must be 1 or 0, got {env!r}")
+    return _env_choice("LUCID_DYNAMIC_THREADS", _ON + _OFF, "1") in _ON
+
+
+# Read by the C kernels themselves (src/lucid_half.c); checked here so that a bad value
+# raises instead of being ignored.
+_env_choice("LUCID_HALF_ISA", ("c", "f16c", "avx512", "avx512fp16"), None)
+_env_choice("LUCID_HALF_TABLES", ("0", "1", "2"), "1")
 
 
 lucid_pool_set_dynamic(_dynamic_threads())
@@ -2662,8 +2678,8 @@ cdef size_t _env_megabytes(str name, double default) except? 0:
 
 cdef object _alloc_setup():
     cdef size_t limit, arena
-    env = os.environ.get("LUCID_ALLOCATOR", "1").strip().lower()
-    if LUCID_ASAN or env in ("0", "off", "false", "no"):
+    env = _env_choice("LUCID_ALLOCATOR", _ON + _OFF, "1")
+    if LUCID_ASAN or env in _OFF:
         return None
     limit = _env_megabytes("LUCID_ALLOCATOR_CACHE_MB", 512)
     arena = _env_megabytes("LUCID_ALLOCATOR_ARENA_MB", 16)

@@ -35,6 +35,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <stdint.h>
 #include <time.h>
 #include <sched.h>
@@ -484,7 +485,7 @@ static void lh_init(void)
     int level = lh_detect();
     const char *cap = getenv("LUCID_HALF_ISA"), *tables;
     for (int i = 0; cap != NULL && i < (int)(sizeof lh_isa_names / sizeof *lh_isa_names); i++)
-        if (strcmp(cap, lh_isa_names[i]) == 0 && i < level)
+        if (strcasecmp(cap, lh_isa_names[i]) == 0 && i < level)
             level = i;
     lh_f16_widen = lh_f16_to_f32_c;
     lh_f16_narrow = lh_f32_to_f16_c;
