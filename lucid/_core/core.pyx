@@ -2480,7 +2480,7 @@ cdef extern from "lucid_pool.h" nogil:
     int lucid_pool_start(int nthreads)
     int lucid_pool_workers()
     void lucid_pool_set_dynamic(int on)
-    void lucid_pool_counts(long long *parallel, long long *alone)
+    void lucid_pool_counts(long long *parallel, long long *alone, long long *lean)
 
 cdef Py_ssize_t _PAR_MIN = 1 << 15
 # Pieces are at least this many elements (a multiple of 64), and an array is cut into
@@ -2595,11 +2595,13 @@ def _pool_workers():
 
 
 def _pool_counts():
-    """(jobs run with workers, jobs that had workers but ran on the caller alone because
-    other processes kept every core busy) since the process started."""
-    cdef long long par = 0, alone = 0
-    lucid_pool_counts(&par, &alone)
-    return par, alone
+    """Jobs given workers since the process started, as (run with them, run on the
+    caller alone because other processes kept every core busy, run lean: every core
+    busy and the caller sharing its own, so workers off the caller's core help and
+    sleep right after). See src/lucid_pool.c."""
+    cdef long long par = 0, alone = 0, lean = 0
+    lucid_pool_counts(&par, &alone, &lean)
+    return par, alone, lean
 
 
 # -- the caching allocator (src/lucid_alloc.c) -----------------------------------------------

@@ -42,13 +42,14 @@ int lucid_pool_start(int nthreads);
 int lucid_pool_workers(void);
 
 /* 1 (the default): a job takes only as many workers as other processes leave cores
- * free (Linux: /proc/loadavg's runnable count), none when every core is busy.
+ * free (Linux: /proc/loadavg's runnable count); with none free it runs on the caller
+ * alone, or "lean" when the caller itself waits for its core (see lucid_pool.c).
  * 0: always up to nthreads - 1 workers. Results are the same either way. */
 void lucid_pool_set_dynamic(int on);
 
-/* Jobs run so far with workers, and jobs given workers but run by the caller alone
- * because no core was free. */
-void lucid_pool_counts(long long *parallel, long long *alone);
+/* Jobs given workers so far: run with them, run by the caller alone because no core
+ * was free, and run lean. */
+void lucid_pool_counts(long long *parallel, long long *alone, long long *lean);
 
 #ifdef __cplusplus
 }

@@ -20,9 +20,16 @@
  * caller then waits for the pieces it claimed while it is descheduled). So a job takes
  * at most as many workers as there are cores left free: on Linux, the online cores
  * minus the runnable threads of /proc/loadavg (the caller and lucid's awake workers
- * not counted), sampled at most every LP_LOAD_NS. With no core free the job runs on
- * the caller alone and the workers sleep, which makes 2 threads cost what 1 does.
- * lucid_pool_set_dynamic(0) turns this off.
+ * not counted), sampled at most every LP_LOAD_NS. With no core free:
+ *  - if the caller has a core to itself (it seldom waits for a CPU, per
+ *    /proc/thread-self/schedstat), the job runs on the caller alone and the workers
+ *    sleep, so 2 threads cost what 1 does;
+ *  - if the caller shares its core (it waits a quarter of the time or more), a worker
+ *    elsewhere can take a share of another core: the job is "lean": workers are woken,
+ *    one that finds itself on the caller's core takes no piece, and every worker goes
+ *    back to sleep right after the job (a thread that slept is scheduled promptly when
+ *    woken; one spinning between jobs would hold a busy core's time).
+ * lucid_pool_set_dynamic(0) turns all of this off.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -79,6 +86,8 @@ static struct {
     _Atomic ptrdiff_t done;        /* pieces finished by workers */
     _Atomic uint32_t wake;         /* bumped for every job and resize; the futex word */
     _Atomic int sleepers;
+    _Atomic int lean;              /* this job: workers skip the caller's core, then sleep */
+    _Atomic int caller_cpu;
     _Atomic long idle_t;           /* when a worker last went to sleep or was woken */
     _Atomic int limit;             /* workers with id >= limit exit */
     uint32_t epoch;
@@ -86,8 +95,11 @@ static struct {
     int dynamic;                   /* use free cores only (lucid_pool_set_dynamic) */
     int free_cores;                /* the last count, taken at load_t */
     int confirming;                /* the count at load_t found fewer: recount soon */
+    int caller_waits;              /* no core free, and the caller waits for its own */
+    long sched_tid;                /* the thread of the last schedstat reading, */
+    long long sched_run, sched_wait;   /* its time on a CPU and waiting for one (ns) */
     long load_t;
-    long long jobs_parallel, jobs_alone;   /* parallel jobs run with workers / alone */
+    long long jobs_parallel, jobs_alone, jobs_lean;   /* how parallel jobs ran */
     int atfork_done;
     pthread_t tid[LUCID_POOL_MAX_THREADS];
 #ifndef __linux__
@@ -155,6 +167,9 @@ static void help(int id)
         int helpers = atomic_load_explicit(&P.helpers, memory_order_relaxed);
         atomic_thread_fence(memory_order_acquire);
         if (id >= helpers || (ptrdiff_t)k >= np) return;
+        if (atomic_load_explicit(&P.lean, memory_order_relaxed) &&
+            sched_getcpu() == atomic_load_explicit(&P.caller_cpu, memory_order_relaxed))
+            return;                    /* taking turns with the caller gains nothing */
         if (atomic_compare_exchange_weak_explicit(&P.state, &s, s + 1, memory_order_acq_rel,
                                                   memory_order_acquire)) {
             fn(ctx, (ptrdiff_t)k);
@@ -171,6 +186,10 @@ static void *worker(void *arg)
         uint32_t seen = atomic_load(&P.wake);
         if (id >= atomic_load(&P.limit)) return NULL;
         help(id);
+        if (atomic_load_explicit(&P.lean, memory_order_relaxed)) {
+            sleep_until_changed(seen); /* do not hold a busy core between jobs */
+            continue;
+        }
         long t0 = now_ns();
         int spins = 0;
         while (atomic_load_explicit(&P.wake, memory_order_relaxed) == seen) {
@@ -265,11 +284,12 @@ void lucid_pool_set_dynamic(int on)
     pthread_mutex_unlock(&P.submit);
 }
 
-void lucid_pool_counts(long long *parallel, long long *alone)
+void lucid_pool_counts(long long *parallel, long long *alone, long long *lean)
 {
     pthread_mutex_lock(&P.submit);
     *parallel = P.jobs_parallel;
     *alone = P.jobs_alone;
+    *lean = P.jobs_lean;
     pthread_mutex_unlock(&P.submit);
 }
 
@@ -298,6 +318,32 @@ static int runnable_threads(void)
 #endif
 }
 
+/* With P.submit held, on a machine with no core free: does the calling thread wait
+ * for a CPU a quarter of the time it wants one or more (it shares its core)? Read
+ * from /proc/thread-self/schedstat (time on a CPU, time runnable but waiting). */
+static void update_caller_waits(void)
+{
+#ifdef __linux__
+    char buf[128];
+    int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return;
+    buf[n] = 0;
+    char *end;
+    long long run = strtoll(buf, &end, 10), wait = strtoll(end, NULL, 10);
+    long tid = (long)syscall(SYS_gettid);
+    if (tid == P.sched_tid) {
+        long long dr = run - P.sched_run, dw = wait - P.sched_wait;
+        if (dr + dw > 500000) P.caller_waits = 4 * dw > dr + dw;
+    }
+    P.sched_tid = tid;
+    P.sched_run = run;
+    P.sched_wait = wait;
+#endif
+}
+
 /* With P.submit held: cores left free by other processes (a large number when unknown).
  * Fewer free cores than before is taken only when a second count LP_CONFIRM_NS later
  * agrees: a process that runs for a moment does not make the next 10 ms serial. */
@@ -320,6 +366,7 @@ static int free_cores_locked(void)
         free = (int)ncpu - 1 - (others > 0 ? others : 0);
     }
     P.load_t = t;
+    if (free <= 0) update_caller_waits();
     if (free < P.free_cores && !P.confirming) {
         P.confirming = 1;              /* look again soon; keep the old count till then */
     } else {
@@ -346,14 +393,20 @@ void lucid_pool_run(lucid_piece_fn fn, void *ctx, ptrdiff_t npieces, int nthread
     (void)start_locked(nthreads - 1);   /* fewer workers if the OS refuses more */
     int helpers = nthreads - 1 < P.nworkers ? nthreads - 1 : P.nworkers;
     int free = free_cores_locked();
-    if (helpers > free) helpers = free > 0 ? free : 0;
+    int lean = free <= 0 && P.caller_waits;
+    if (lean)
+        atomic_store_explicit(&P.caller_cpu, sched_getcpu(), memory_order_relaxed);
+    else if (helpers > free)
+        helpers = free > 0 ? free : 0;
+    atomic_store_explicit(&P.lean, lean, memory_order_relaxed);
     if (helpers == 0) {
         P.jobs_alone++;
         pthread_mutex_unlock(&P.submit);
         run_serial(fn, ctx, npieces);
         return;
     }
-    P.jobs_parallel++;
+    if (lean) P.jobs_lean++;
+    else P.jobs_parallel++;
     uint64_t e = (uint64_t)(++P.epoch) << 32;
     atomic_store_explicit(&P.state, e | LP_CLOSED, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
