@@ -217,32 +217,71 @@ LV_CLONES static double LR(shiftwrite)(const T *x, T *y, ptrdiff_t n, T m)
 }
 
 /* The product of x[0:n] in double: 16 lanes (two vectors of 8 doubles, kept in
- * registers), the last partial 16 padded with 1, folded pairwise. */
+ * registers), the last partial 16 padded with 1, folded pairwise. over: x[n:n + 16]
+ * may be read, so the tail is one load and a select (a copy through the stack costs
+ * a store-forwarding stall per row). */
 typedef double LR(dv8) __attribute__((vector_size(8 * sizeof(double))));
 typedef T LR(tv8) __attribute__((vector_size(8 * sizeof(T))));
-LV_CLONES static double LR(prodrun)(const T *x, ptrdiff_t n)
+/* x[0:16] in double, as lanes 0-7 (*lo) and 8-15 (*hi). Floats are widened as one
+ * vector of 16 (gcc widens a vector of 8 floats in two halves and a join). */
+static inline __attribute__((always_inline)) void LR(load16d)(const T *x, LR(dv8) *lo,
+                                                               LR(dv8) *hi)
 {
-    LR(dv8) a0 = {1, 1, 1, 1, 1, 1, 1, 1}, a1 = a0;
-    LR(tv8) v0, v1;
+#if LR_GENERIC_VEC
+    typedef double dv16_ __attribute__((vector_size(16 * sizeof(double))));
+    LR(vec) v;
+    memcpy(&v, x, sizeof v);
+    dv16_ d = __builtin_convertvector(v, dv16_);
+    memcpy(lo, &d, sizeof *lo);
+    memcpy(hi, (const char *)&d + sizeof *lo, sizeof *hi);
+#else
+    memcpy(lo, x, sizeof *lo);
+    memcpy(hi, x + 8, sizeof *hi);
+#endif
+}
+
+static inline __attribute__((always_inline)) double LR(prod_body)(const T *x, ptrdiff_t n,
+                                                                  int over)
+{
+    const LR(dv8) one = {1, 1, 1, 1, 1, 1, 1, 1};
+    LR(dv8) a0 = one, a1 = one, d0, d1;
     ptrdiff_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        memcpy(&v0, x + i, sizeof v0);
-        memcpy(&v1, x + i + 8, sizeof v1);
-        a0 *= __builtin_convertvector(v0, LR(dv8));
-        a1 *= __builtin_convertvector(v1, LR(dv8));
+        LR(load16d)(x + i, &d0, &d1);
+        a0 *= d0;
+        a1 *= d1;
     }
     if (i < n) {
-        T t[16];
-        for (int l = 0; l < 16; l++) t[l] = i + l < n ? x[i + l] : (T)1;
-        memcpy(&v0, t, sizeof v0);
-        memcpy(&v1, t + 8, sizeof v1);
-        a0 *= __builtin_convertvector(v0, LR(dv8));
-        a1 *= __builtin_convertvector(v1, LR(dv8));
+        if (over) {
+            const LR(m8) lane = {0, 1, 2, 3, 4, 5, 6, 7};
+            LR(m8) k0 = lane < n - i, k1 = lane + 8 < n - i;
+            LR(load16d)(x + i, &d0, &d1);
+            a0 *= (LR(dv8))((k0 & (LR(m8))d0) | (~k0 & (LR(m8))one));
+            a1 *= (LR(dv8))((k1 & (LR(m8))d1) | (~k1 & (LR(m8))one));
+        } else {
+            T t[16];
+            for (int l = 0; l < 16; l++) t[l] = i + l < n ? x[i + l] : (T)1;
+            LR(load16d)(t, &d0, &d1);
+            a0 *= d0;
+            a1 *= d1;
+        }
     }
     a0 *= a1;
     a0 *= __builtin_shuffle(a0, (LR(m8)){4, 5, 6, 7, 4, 5, 6, 7});
     a0 *= __builtin_shuffle(a0, (LR(m8)){2, 3, 2, 3, 2, 3, 2, 3});
     return a0[0] * a0[1];
+}
+
+LV_CLONES static double LR(prodrun)(const T *x, ptrdiff_t n) { return LR(prod_body)(x, n, 0); }
+
+/* The products of the rows r0 <= r < r1 (rows of n, nrows in all), inline: rows that
+ * have 16 elements after them in x read their tail in place. */
+LV_CLONES static void LR(prodrows)(const T *x, T *y, ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t n,
+                                   ptrdiff_t nrows)
+{
+    ptrdiff_t safe_end = nrows - (16 + n - 1) / n, r = r0;
+    for (; r < r1 && r < safe_end; r++) y[r] = (T)LR(prod_body)(x + r * n, n, 1);
+    for (; r < r1; r++) y[r] = (T)LR(prod_body)(x + r * n, n, 0);
 }
 
 /* The transformed pairwise sums (LR_SUM, LR_SUMSQ, LR_ASUM) of one run / of rows. */
@@ -394,27 +433,73 @@ LV_CLONES static void LR(lsebwd)(const T *x, T g, T lse, T *out, ptrdiff_t n)
     for (ptrdiff_t i = 0; i < n; i++) out[i] = g * EXPT(x[i] - lse);
 }
 
-/* cumsum / cumprod of the rows r0 <= r < r1 (rows of L), in sequence and in double
- * as the definition reads; four rows at a time, so that four independent chains of
- * adds (or multiplies) overlap. */
-LV_CLONES static void LR(cumrows)(const T *restrict x, T *restrict y, ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t L,
-                                  int prod)
+/* An 8x8 block of doubles transposed in place (v[j][k] <-> v[k][j]): three rounds
+ * of two-vector shuffles, pairing blocks of 1, 2 and 4 lanes. */
+static inline __attribute__((always_inline)) void LR(tr8)(LR(dv8) *v)
 {
-    ptrdiff_t r = r0;
-    for (; r + 4 <= r1; r += 4) {
-        const T *x0 = x + r * L, *x1 = x0 + L, *x2 = x1 + L, *x3 = x2 + L;
-        T *y0 = y + r * L, *y1 = y0 + L, *y2 = y1 + L, *y3 = y2 + L;
-        double a0 = prod, a1 = prod, a2 = prod, a3 = prod;
-        if (prod) {
-            for (ptrdiff_t i = 0; i < L; i++) {
-                a0 *= (double)x0[i]; a1 *= (double)x1[i]; a2 *= (double)x2[i]; a3 *= (double)x3[i];
-                y0[i] = (T)a0; y1[i] = (T)a1; y2[i] = (T)a2; y3[i] = (T)a3;
+#define LR_TR_ROUND(S, LO, HI)                                                   \
+    for (int a_ = 0; a_ < 8; a_++) {                                             \
+        if (a_ & S) continue;                                                    \
+        LR(dv8) lo_ = __builtin_shuffle(v[a_], v[a_ + S], LO);                   \
+        LR(dv8) hi_ = __builtin_shuffle(v[a_], v[a_ + S], HI);                   \
+        v[a_] = lo_;                                                             \
+        v[a_ + S] = hi_;                                                         \
+    }
+    const LR(m8) lo1 = {0, 8, 2, 10, 4, 12, 6, 14}, hi1 = {1, 9, 3, 11, 5, 13, 7, 15};
+    const LR(m8) lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15};
+    const LR(m8) lo4 = {0, 1, 2, 3, 8, 9, 10, 11}, hi4 = {4, 5, 6, 7, 12, 13, 14, 15};
+    LR_TR_ROUND(1, lo1, hi1)
+    LR_TR_ROUND(2, lo2, hi2)
+    LR_TR_ROUND(4, lo4, hi4)
+#undef LR_TR_ROUND
+}
+
+/* cumsum / cumprod of the rows r0 <= r < r1 (rows of L), in sequence and in double
+ * as the definition reads. Eight rows at a time: each 8x8 block (8 rows, 8 columns)
+ * is transposed so that a lane holds one row, the 8 steps run on whole vectors (the
+ * same additions, in the same order, as one row at a time), and the results are
+ * transposed back and stored as full vectors (scalar stores were the bottleneck).
+ * Columns past the last multiple of 16, and the last rows, go one by one. */
+LV_CLONES static void LR(cumrows)(const T *restrict x, T *restrict y, ptrdiff_t r0,
+                                  ptrdiff_t r1, ptrdiff_t L, int prod)
+{
+    ptrdiff_t r = r0, L16 = L - L % 16;
+    for (; r + 8 <= r1; r += 8) {
+        const T *xr = x + r * L;
+        T *yr = y + r * L;
+        LR(dv8) acc = {prod, prod, prod, prod, prod, prod, prod, prod};
+        for (ptrdiff_t i = 0; i < L16; i += 16) {
+            LR(dv8) v[8], u[8];
+            for (int j = 0; j < 8; j++) LR(load16d)(xr + j * L + i, &v[j], &u[j]);
+            LR(tr8)(v);
+            LR(tr8)(u);
+            for (int k = 0; k < 8; k++) {
+                if (prod) acc *= v[k];
+                else acc += v[k];
+                v[k] = acc;
             }
-        } else {
-            for (ptrdiff_t i = 0; i < L; i++) {
-                a0 += (double)x0[i]; a1 += (double)x1[i]; a2 += (double)x2[i]; a3 += (double)x3[i];
-                y0[i] = (T)a0; y1[i] = (T)a1; y2[i] = (T)a2; y3[i] = (T)a3;
+            for (int k = 0; k < 8; k++) {
+                if (prod) acc *= u[k];
+                else acc += u[k];
+                u[k] = acc;
             }
+            LR(tr8)(v);
+            LR(tr8)(u);
+            for (int j = 0; j < 8; j++) {
+                LR(tv8) t = __builtin_convertvector(v[j], LR(tv8));
+                memcpy(yr + j * L + i, &t, sizeof t);
+                t = __builtin_convertvector(u[j], LR(tv8));
+                memcpy(yr + j * L + i + 8, &t, sizeof t);
+            }
+        }
+        for (int j = 0; j < 8; j++) {
+            double a = acc[j];
+            const T *xj = xr + j * L;
+            T *yj = yr + j * L;
+            if (prod)
+                for (ptrdiff_t i = L16; i < L; i++) { a *= (double)xj[i]; yj[i] = (T)a; }
+            else
+                for (ptrdiff_t i = L16; i < L; i++) { a += (double)xj[i]; yj[i] = (T)a; }
         }
     }
     for (; r < r1; r++) {
@@ -807,6 +892,8 @@ static void LR(piece)(lucid_red_plan *p, ptrdiff_t piece)
             LR(tsumrows)(op, (const T *)p->x, (T *)p->y, r0, r1, p->red, p->outer,
                          (const T *)p->center);
             LR(finish)(p, (T *)p->y + r0, r1 - r0);
+        } else if (op == LR_PROD) {
+            LR(prodrows)((const T *)p->x, (T *)p->y, r0, r1, p->red, p->outer);
         } else if (op == LR_CUMSUM || op == LR_CUMPROD) {
             LR(cumrows)((const T *)p->x, (T *)p->y, r0, r1, p->red, op == LR_CUMPROD);
         } else {
