@@ -382,3 +382,25 @@ def test_all_any_of_floats(dim, dtype, threads):
         np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(lucid.any(lucid.tensor(a), 1, keepdim=True).numpy(),
                                   np.any(a, axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("n", [100, 32768, 100003])
+def test_sum_and_mean_backward_fill_every_element(n, dtype, threads):
+    """The full sum's and mean's gradient is one value spread over the input (a fill
+    in pieces on the pool): every element, the last piece's too, on 1, 2 and 4
+    threads."""
+    x = lucid.tensor(np.ones(n, dtype), requires_grad=True)
+
+    def grads():
+        x.grad = None
+        (lucid.sum(x) * 3).backward()
+        g1 = x.grad.numpy().copy()
+        x.grad = None
+        lucid.mean(x).backward()
+        return [g1, x.grad.numpy().copy()]
+
+    g_sum, g_mean = _bitwise_across_threads(grads)
+    assert g_sum.dtype == dtype and g_mean.dtype == dtype
+    np.testing.assert_array_equal(g_sum, np.full(n, 3, dtype))
+    np.testing.assert_array_equal(g_mean, np.full(n, dtype(1) / dtype(n), dtype))

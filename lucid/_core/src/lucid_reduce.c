@@ -237,6 +237,15 @@ LV_CLONES void lucid_fill(double *y, double v, ptrdiff_t n)
     for (ptrdiff_t i = n - 1; i >= 0; i--) y[i] = v;
 }
 
+void lucid_fill_piece(void *plan, ptrdiff_t piece)
+{
+    const lucid_fill_plan *p = (const lucid_fill_plan *)plan;
+    ptrdiff_t i0 = piece * LUCID_FILL_PIECE;
+    ptrdiff_t n = p->n - i0 < LUCID_FILL_PIECE ? p->n - i0 : LUCID_FILL_PIECE;
+    if (p->dbl) lucid_fill((double *)p->y + i0, p->v, n);
+    else lucid_fillf((float *)p->y + i0, (float)p->v, n);
+}
+
 /* ---- reduction plans ----------------------------------------------------- */
 
 enum { LR_KIND_ROWS = 0, LR_KIND_COLS = 1, LR_KIND_FULL = 2 };

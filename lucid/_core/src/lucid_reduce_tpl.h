@@ -670,17 +670,45 @@ LV_CLONES static void LR(colprod)(const T *x, ptrdiff_t I, ptrdiff_t R, int w, d
 }
 
 /* Column extremes (and first indices); columns holding inf or NaN are redone
- * exactly (a strided walk, for those columns only). */
+ * exactly (a strided walk, for those columns only). LR(v64): 64 bytes of T. */
+typedef T LR(v64) __attribute__((vector_size(64)));
+typedef IT LR(i64v) __attribute__((vector_size(64)));
+#define LR_L64 (int)(64 / sizeof(T))              /* lanes of an LR(v64) */
+#define LR_NV64 (int)(LR_COL_W * sizeof(T) / 64)  /* LR(v64)s per full piece */
 #define LR_COLEXT_BODY(CMP)                                                      \
     T z[LR_COL_W];                                                               \
-    for (int c = 0; c < w; c++) { m[c] = x[c]; z[c] = x[c] - x[c]; }             \
-    for (ptrdiff_t r = 1; r < R; r++) {                                          \
-        const T *xr = x + r * I;                                                 \
-        _Pragma("omp simd")                                                      \
-        for (int c = 0; c < w; c++) {                                            \
-            T v = xr[c];                                                         \
-            m[c] = v CMP m[c] ? v : m[c];                                        \
-            z[c] += v - v;                                                       \
+    if (w == LR_COL_W) {                                                         \
+        /* a full piece: the running extremes and inf/nan sums in registers     \
+         * (gcc keeps m[] in memory otherwise, m being the caller's array) */    \
+        LR(v64) mv[LR_NV64], zv[LR_NV64];                                        \
+        for (int j = 0; j < LR_NV64; j++) {                                      \
+            memcpy(&mv[j], x + j * LR_L64, sizeof mv[j]);                        \
+            zv[j] = mv[j] - mv[j];                                               \
+        }                                                                        \
+        for (ptrdiff_t r = 1; r < R; r++) {                                      \
+            const T *xr = x + r * I;                                             \
+            for (int j = 0; j < LR_NV64; j++) {                                  \
+                LR(v64) v;                                                       \
+                memcpy(&v, xr + j * LR_L64, sizeof v);                           \
+                LR(i64v) k = v CMP mv[j];                                        \
+                mv[j] = (LR(v64))((k & (LR(i64v))v) | (~k & (LR(i64v))mv[j]));   \
+                zv[j] += v - v;                                                  \
+            }                                                                    \
+        }                                                                        \
+        for (int j = 0; j < LR_NV64; j++) {                                      \
+            memcpy(m + j * LR_L64, &mv[j], sizeof mv[j]);                        \
+            memcpy(z + j * LR_L64, &zv[j], sizeof zv[j]);                        \
+        }                                                                        \
+    } else {                                                                     \
+        for (int c = 0; c < w; c++) { m[c] = x[c]; z[c] = x[c] - x[c]; }         \
+        for (ptrdiff_t r = 1; r < R; r++) {                                      \
+            const T *xr = x + r * I;                                             \
+            _Pragma("omp simd")                                                  \
+            for (int c = 0; c < w; c++) {                                        \
+                T v = xr[c];                                                     \
+                m[c] = v CMP m[c] ? v : m[c];                                    \
+                z[c] += v - v;                                                   \
+            }                                                                    \
         }                                                                        \
     }                                                                            \
     if (at) {                                                                    \
@@ -1101,6 +1129,8 @@ static void LR(xent_piece)(lucid_xent_plan *p, ptrdiff_t piece)
 #undef LR_C_LT
 #undef LR_FOLDV
 #undef LR_COLEXT_BODY
+#undef LR_L64
+#undef LR_NV64
 #undef LR_EXPSUM_BODY
 #undef LR_STORE_NONE
 #undef LR_STORE_EXP
