@@ -162,7 +162,9 @@ static T LR(shift_op)(T m, int op) { return op == LR_LSE ? LR(shift)(m) : m; }
 /* exp(x - m) over x[0:n], summed, and STORE(k) per element (d = x - m, v = exp(d)):
  * 16 lanes in T, each block of 256 folded pairwise and added in double. Every exp
  * goes through the vector body (the last partial vector is padded with m), so the
- * sum's order and each value depend on n only, not on the clone that runs. */
+ * sum's order and each value depend on n only, not on the clone that runs. over:
+ * x[n:n + 16] may be read, so the padded vector is one load and a select (16 scalar
+ * copies then a vector load cost a store-forwarding stall per row). */
 #define LR_EXPSUM_BODY(STORE)                                                    \
     double acc = 0;                                                              \
     ptrdiff_t nfull = n - n % 16;                                                \
@@ -182,7 +184,13 @@ static T LR(shift_op)(T m, int op) { return op == LR_LSE ? LR(shift)(m) : m; }
     if (nfull < n) {                                                             \
         int rest = (int)(n - nfull);                                             \
         T xb[16], eb[16], s[16] = {0};                                           \
-        for (int l = 0; l < 16; l++) xb[l] = l < rest ? x[nfull + l] : m;        \
+        if (over) {                                                              \
+            memcpy(xb, x + nfull, sizeof xb);                                    \
+            _Pragma("omp simd")                                                  \
+            for (int l = 0; l < 16; l++) xb[l] = l < rest ? xb[l] : m;           \
+        } else {                                                                 \
+            for (int l = 0; l < 16; l++) xb[l] = l < rest ? x[nfull + l] : m;    \
+        }                                                                        \
         _Pragma("omp simd")                                                      \
         for (int l = 0; l < 16; l++) eb[l] = EXPT(xb[l] - m);                    \
         for (int l = 0; l < rest; l++) {                                         \
@@ -202,16 +210,19 @@ static T LR(shift_op)(T m, int op) { return op == LR_LSE ? LR(shift)(m) : m; }
 #define LR_STORE_SHIFT(k) y[k] = d
 
 /* sum(exp(x - m)). */
-LV_CLONES static double LR(sumexp)(const T *x, ptrdiff_t n, T m) { LR_EXPSUM_BODY(LR_STORE_NONE) }
+LV_CLONES static double LR(sumexp)(const T *x, ptrdiff_t n, T m, int over)
+{
+    LR_EXPSUM_BODY(LR_STORE_NONE)
+}
 
 /* y = exp(x - m); returns sum(y), summed as sumexp does. */
-LV_CLONES static double LR(expwrite)(const T *x, T *y, ptrdiff_t n, T m)
+LV_CLONES static double LR(expwrite)(const T *x, T *y, ptrdiff_t n, T m, int over)
 {
     LR_EXPSUM_BODY(LR_STORE_EXP)
 }
 
 /* y = x - m; returns sum(exp(y)), summed as sumexp does. */
-LV_CLONES static double LR(shiftwrite)(const T *x, T *y, ptrdiff_t n, T m)
+LV_CLONES static double LR(shiftwrite)(const T *x, T *y, ptrdiff_t n, T m, int over)
 {
     LR_EXPSUM_BODY(LR_STORE_SHIFT)
 }
@@ -318,7 +329,7 @@ LV_CLONES static void LR(addc)(T *y, ptrdiff_t n, T c)
  * not finite (the caller then runs the exact two-pass formula, whose shift rules
  * give inf and nan as PyTorch). The order of everything depends on n only. */
 #define LR_EXP_BLOCK 256
-static int LR(maxsumexp)(const T *x, ptrdiff_t n, T *mp, double *sp)
+static int LR(maxsumexp)(const T *x, ptrdiff_t n, T *mp, double *sp, int over)
 {
     T M = 0;
     double S = 0;
@@ -330,7 +341,7 @@ static int LR(maxsumexp)(const T *x, ptrdiff_t n, T *mp, double *sp)
             if (b) S *= exp((double)M - (double)mb);
             M = mb;
         }
-        S += LR(sumexp)(x + b, len, M);
+        S += LR(sumexp)(x + b, len, M, over);
     }
     *mp = M;
     *sp = S;
@@ -357,7 +368,7 @@ LV_CLONES static void LR(scaled)(T *y, ptrdiff_t n, double f)
  * exp(mb - max) / sum. A row with a non-finite block max runs the three-pass formula
  * (x - max, whose nan for a row holding +inf or only -inf is PyTorch's). */
 #define LR_SMX_BLOCKS 64
-static void LR(softmax_row)(const T *x, T *y, ptrdiff_t n)
+static void LR(softmax_row)(const T *x, T *y, ptrdiff_t n, int over)
 {
     ptrdiff_t B = LR_EXP_BLOCK;
     while ((n + B - 1) / B > LR_SMX_BLOCKS) B *= 2;
@@ -370,12 +381,12 @@ static void LR(softmax_row)(const T *x, T *y, ptrdiff_t n)
         T m = LR(maxrun)(x + b, len, NULL);
         if (!isfinite(m)) { finite = 0; break; }
         mb[nb] = m;
-        sb[nb] = LR(expwrite)(x + b, y + b, len, m);
+        sb[nb] = LR(expwrite)(x + b, y + b, len, m, over);
         if (nb == 0 || m > M) M = m;
     }
     if (!finite) {
         T m = LR(maxrun)(x, n, NULL);
-        double s = LR(expwrite)(x, y, n, m);
+        double s = LR(expwrite)(x, y, n, m, over);
         LR(scale)(y, n, (T)(1.0 / s));
         return;
     }
@@ -521,10 +532,9 @@ static void LR(row)(const lucid_red_plan *p, ptrdiff_t r)
     const T *x = (const T *)p->x + r * L;
     T *y = (T *)p->y;
     ptrdiff_t at;
+    /* x[L:L + 16] may be read: 16 elements of later rows follow */
+    int over = r < p->outer - (16 + L - 1) / L;
     switch (p->op) {
-    case LR_PROD:
-        y[r] = (T)LR(prodrun)(x, L);
-        break;
     case LR_MAX:
     case LR_MIN:
         y[r] = p->op == LR_MAX ? LR(maxrun)(x, L, p->idx ? &at : NULL)
@@ -534,24 +544,24 @@ static void LR(row)(const lucid_red_plan *p, ptrdiff_t r)
     case LR_LSE: {
         T m;
         double s;
-        if (LR(maxsumexp)(x, L, &m, &s) != 0) {
+        if (LR(maxsumexp)(x, L, &m, &s, over) != 0) {
             m = LR(shift)(LR(maxrun)(x, L, NULL));
-            s = LR(sumexp)(x, L, m);
+            s = LR(sumexp)(x, L, m, over);
         }
         y[r] = (T)(log(s) + (double)m);
         break;
     }
     case LR_SOFTMAX:
-        LR(softmax_row)(x, y + r * L, L);
+        LR(softmax_row)(x, y + r * L, L, over);
         break;
     case LR_LOGSOFTMAX: {
         T m;
         double s;
-        if (LR(maxsumexp)(x, L, &m, &s) == 0) {
+        if (LR(maxsumexp)(x, L, &m, &s, over) == 0) {
             LR(lsmwrite)(x, y + r * L, L, m, (T)log(s));
         } else {
             m = LR(maxrun)(x, L, NULL);
-            s = LR(shiftwrite)(x, y + r * L, L, m);
+            s = LR(shiftwrite)(x, y + r * L, L, m, over);
             LR(addc)(y + r * L, L, (T)(-log(s)));
         }
         break;
@@ -902,9 +912,10 @@ static void LR(block)(lucid_red_plan *p, ptrdiff_t b)
         p->ipart[b] = s0 + at;
     } else if (p->phase == 1) {
         T m = (T)p->shift;
-        if (p->op == LR_LSE) p->part[b] = LR(sumexp)(x, n, m);
-        else if (p->op == LR_SOFTMAX) p->part[b] = LR(expwrite)(x, y, n, m);
-        else p->part[b] = LR(shiftwrite)(x, y, n, m);
+        int over = s0 + n + 16 <= p->red;
+        if (p->op == LR_LSE) p->part[b] = LR(sumexp)(x, n, m, over);
+        else if (p->op == LR_SOFTMAX) p->part[b] = LR(expwrite)(x, y, n, m, over);
+        else p->part[b] = LR(shiftwrite)(x, y, n, m, over);
     } else {
         if (p->op == LR_SOFTMAX) LR(scale)(y, n, (T)(1.0 / p->total));
         else LR(addc)(y, n, (T)(-log(p->total)));
