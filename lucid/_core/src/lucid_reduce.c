@@ -336,8 +336,13 @@ int lucid_red_setup(lucid_red_plan *p)
         p->kind = LR_KIND_COLS;
         p->npieces = p->outer * ((p->inner + LR_COL_W - 1) / LR_COL_W);
     } else if (p->outer > 1 || p->red <= LR_BLOCK || !has_full) {
+        /* rows whose elements each cost an exp get pieces a quarter the size: a
+         * helper thread that wakes late still finds pieces to take */
+        ptrdiff_t piece = p->op == LR_LSE || p->op == LR_SOFTMAX || p->op == LR_LOGSOFTMAX
+                          || p->op == LR_LOGSOFTMAX_BWD || p->op == LR_LSE_BWD
+                          ? LR_ROWS_PIECE / 4 : LR_ROWS_PIECE;
         p->kind = LR_KIND_ROWS;
-        p->per = p->red >= LR_ROWS_PIECE ? 1 : LR_ROWS_PIECE / (p->red > 0 ? p->red : 1);
+        p->per = p->red >= piece ? 1 : piece / (p->red > 0 ? p->red : 1);
         p->npieces = (p->outer + p->per - 1) / p->per;
     } else {
         p->kind = LR_KIND_FULL;
