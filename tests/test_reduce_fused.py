@@ -324,6 +324,43 @@ def test_integer_sums_wrap_as_numpy():
     np.testing.assert_array_equal(lucid.argmax(lucid.tensor(c)).numpy(), 2)
 
 
+@pytest.mark.parametrize("dtype", INT_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_full_integer_reductions_combine_blocks_in_order(dtype, threads):
+    """A full reduction of integers runs in blocks on the pool: the extremes and their
+    first index where the best value sits in a late block and ties across blocks (the
+    first block must win), all / any decided by one element of the last block, and
+    int64 sums that wrap across blocks; bitwise the same on 1, 2 and 4 threads."""
+    n = 5 * 16384 + 123                        # six blocks, the last one partial
+    info = np.iinfo(np.uint8 if dtype == np.bool_ else dtype)
+    a = np.zeros(n, dtype=dtype)
+    a[[20000, 70000]] = info.max               # tie in blocks 1 and 4: index 20000
+    a[[40000, n - 1]] = info.min if dtype != np.bool_ else 0
+    ones = np.ones(n, dtype=dtype)
+    ones[n - 2] = 0                            # all: false by the last block only
+    one_hot = np.zeros(n, dtype=dtype)
+    one_hot[n - 3] = 1                         # any: true by the last block only
+    calls = [lambda t: lucid.amax(t), lambda t: lucid.amin(t), lambda t: lucid.sum(t)]
+    if dtype != np.bool_:
+        calls += [lambda t: lucid.argmax(t), lambda t: lucid.argmin(t)]
+    got = _bitwise_across_threads(lambda: [f(lucid.tensor(a)).numpy() for f in calls] + [
+        lucid.all(lucid.tensor(ones)).numpy(), lucid.any(lucid.tensor(one_hot)).numpy(),
+        lucid.all(lucid.tensor(a)).numpy(), lucid.any(lucid.tensor(np.zeros(n, dtype))).numpy()])
+    want = [a.max(), a.min(), a.sum(dtype=np.int64)]
+    if dtype != np.bool_:
+        want += [a.argmax(), a.argmin()]
+    want += [False, True, False, False]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    if dtype == np.int64:
+        big = np.full(n, np.iinfo(np.int64).max // 1000, dtype=np.int64)
+        (s,) = _bitwise_across_threads(lambda: [lucid.sum(lucid.tensor(big)).numpy()])
+        assert s == big.sum()                  # NumPy wraps too
+        small = np.where(np.arange(n) % 7 == 0, 3, 1).astype(np.int64)
+        (p,) = _bitwise_across_threads(lambda: [lucid.prod(lucid.tensor(small)).numpy()])
+        with np.errstate(over="ignore"):
+            assert p == np.prod(small)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("dim", [0, 1, None, (0, 1)])
 def test_all_any_of_floats(dim, dtype, threads):
@@ -345,3 +382,25 @@ def test_all_any_of_floats(dim, dtype, threads):
         np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(lucid.any(lucid.tensor(a), 1, keepdim=True).numpy(),
                                   np.any(a, axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("n", [100, 32768, 100003])
+def test_sum_and_mean_backward_fill_every_element(n, dtype, threads):
+    """The full sum's and mean's gradient is one value spread over the input (a fill
+    in pieces on the pool): every element, the last piece's too, on 1, 2 and 4
+    threads."""
+    x = lucid.tensor(np.ones(n, dtype), requires_grad=True)
+
+    def grads():
+        x.grad = None
+        (lucid.sum(x) * 3).backward()
+        g1 = x.grad.numpy().copy()
+        x.grad = None
+        lucid.mean(x).backward()
+        return [g1, x.grad.numpy().copy()]
+
+    g_sum, g_mean = _bitwise_across_threads(grads)
+    assert g_sum.dtype == dtype and g_mean.dtype == dtype
+    np.testing.assert_array_equal(g_sum, np.full(n, 3, dtype))
+    np.testing.assert_array_equal(g_mean, np.full(n, dtype(1) / dtype(n), dtype))

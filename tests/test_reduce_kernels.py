@@ -98,6 +98,19 @@ def threads():
     lucid.set_num_threads(old)
 
 
+def _bitwise_across_threads(f):
+    """f() on 1, 2 and 4 threads: its list of results, which must agree bitwise."""
+    outs = []
+    for nt in (1, 2, 4):
+        lucid.set_num_threads(nt)
+        outs.append([np.asarray(o) for o in f()])
+    for o in outs[1:]:
+        for a, b in zip(o, outs[0]):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            assert a.tobytes() == b.tobytes(), "differs across thread counts"
+    return outs[0]
+
+
 def _data(shape, dtype, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype) * 3
 
@@ -190,6 +203,32 @@ def test_special_values_match_torch(dim, dtype):
     # on these rows)
     np.testing.assert_array_equal(lucid.max(t, dim).indices.numpy(), np.argmax(a, axis=dim))
     np.testing.assert_array_equal(lucid.argmin(t, dim).numpy(), np.argmin(a, axis=dim))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_column_extremes_with_special_values_in_full_pieces(dtype, threads):
+    """Down the first axis of 150 columns (two full 64-column pieces, whose running
+    extremes are kept in registers, and a partial one): NaN, +-inf, all -inf and ties
+    in columns of every piece; values and first indices as NumPy, bitwise across
+    thread counts."""
+    a = _data((300, 150), dtype, seed=3)
+    for c in (0, 63, 64, 100, 140):
+        a[7, c] = np.nan                       # NaN wins
+        a[200, c] = np.inf
+    for c in (5, 70, 131):
+        a[:, c] = -np.inf
+    for c in (9, 99, 149):
+        a[50, c] = np.inf                      # the only inf: first index 50
+        a[250, c] = np.inf
+    a[:, 30] = 2.0                             # ties: index 0
+    a[299, 127] = np.nan                       # in the last row
+    t = lucid.tensor(a)
+    got = _bitwise_across_threads(lambda: [
+        lucid.amax(t, 0).numpy(), lucid.amin(t, 0).numpy(), lucid.argmax(t, 0).numpy(),
+        lucid.argmin(t, 0).numpy()])
+    want = [a.max(axis=0), a.min(axis=0), a.argmax(axis=0), a.argmin(axis=0)]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])

@@ -24,8 +24,14 @@ cdef DType float16 = dtype_of_code(DT_FLOAT16)
 cdef DType float32 = dtype_of_code(DT_FLOAT32)
 
 cdef extern from "lucid_vforce.h" nogil:
-    void lucid_fillf(float *y, float v, Py_ssize_t n)
-    void lucid_fill(double *y, double v, Py_ssize_t n)
+    enum:
+        LUCID_FILL_PIECE
+    ctypedef struct lucid_fill_plan:
+        void *y
+        double v
+        Py_ssize_t n
+        int dbl
+    void lucid_fill_piece(void *plan, Py_ssize_t piece)
     enum:
         LR_SUM
         LR_MAX
@@ -367,10 +373,17 @@ cdef cnp.ndarray _fill_new(tuple shape, cnp.ndarray g):
     cdef cnp.ndarray out = np.empty(shape, dtype=g.dtype)
     cdef Py_ssize_t n = cnp.PyArray_SIZE(out)
     cdef int num = cnp.PyArray_TYPE(g)
-    if num == cnp.NPY_FLOAT:
-        lucid_fillf(<float *>cnp.PyArray_DATA(out), (<float *>cnp.PyArray_DATA(g))[0], n)
-    elif num == cnp.NPY_DOUBLE:
-        lucid_fill(<double *>cnp.PyArray_DATA(out), (<double *>cnp.PyArray_DATA(g))[0], n)
+    cdef lucid_fill_plan fp
+    cdef int nt
+    if num == cnp.NPY_FLOAT or num == cnp.NPY_DOUBLE:
+        fp.y, fp.n, fp.dbl = cnp.PyArray_DATA(out), n, num == cnp.NPY_DOUBLE
+        fp.v = (<double *>cnp.PyArray_DATA(g))[0] if fp.dbl else (<float *>cnp.PyArray_DATA(g))[0]
+        if n < _NOGIL_MIN:
+            lucid_fill_piece(&fp, 0)
+        else:
+            nt = _threads_for(n)
+            with nogil:
+                _parallel_for(lucid_fill_piece, &fp, (n + LUCID_FILL_PIECE - 1) // LUCID_FILL_PIECE, nt)
     else:
         out.fill(g.reshape(()).item() if cnp.PyArray_SIZE(g) == 1 else 0)
     return out

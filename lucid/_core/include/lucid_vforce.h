@@ -173,6 +173,16 @@ void lucid_xent_piece(void *plan, ptrdiff_t piece);
 /* Fill y[0:n] with v. */
 void lucid_fillf(float *y, float v, ptrdiff_t n);
 void lucid_fill(double *y, double v, ptrdiff_t n);
+/* The same fill in pieces of LUCID_FILL_PIECE elements, for lucid's pool
+ * (lucid_fill_piece has lucid_pool.h's piece signature). */
+#define LUCID_FILL_PIECE 32768
+typedef struct {
+    void *y;
+    double v;               /* a float's value, for float */
+    ptrdiff_t n;
+    int dbl;                /* 1: double, 0: float */
+} lucid_fill_plan;
+void lucid_fill_piece(void *plan, ptrdiff_t piece);
 
 /* Human-readable name of the kernel variant chosen at load time. */
 const char *lucid_isa(void);

@@ -237,6 +237,15 @@ LV_CLONES void lucid_fill(double *y, double v, ptrdiff_t n)
     for (ptrdiff_t i = n - 1; i >= 0; i--) y[i] = v;
 }
 
+void lucid_fill_piece(void *plan, ptrdiff_t piece)
+{
+    const lucid_fill_plan *p = (const lucid_fill_plan *)plan;
+    ptrdiff_t i0 = piece * LUCID_FILL_PIECE;
+    ptrdiff_t n = p->n - i0 < LUCID_FILL_PIECE ? p->n - i0 : LUCID_FILL_PIECE;
+    if (p->dbl) lucid_fill((double *)p->y + i0, p->v, n);
+    else lucid_fillf((float *)p->y + i0, (float)p->v, n);
+}
+
 /* ---- reduction plans ----------------------------------------------------- */
 
 enum { LR_KIND_ROWS = 0, LR_KIND_COLS = 1, LR_KIND_FULL = 2 };
@@ -304,8 +313,18 @@ static double lr_product(const double *a, ptrdiff_t n)
 #undef LR_SUM_ABS
 #undef EXPT
 
+/* The ops of lri_run (integer and bool inputs; all / any of any input). */
+static int lr_is_lri(const lucid_red_plan *p)
+{
+    return p->dbl > LR_T_F64 || p->op == LR_ALL || p->op == LR_ANY;
+}
+
 int lucid_red_setup(lucid_red_plan *p)
 {
+    /* ops with a full kind: the float reductions other than the cumulative and the
+     * backward ops; of lri's, all but the cumulative ones */
+    int cum = p->op == LR_CUMSUM || p->op == LR_CUMPROD;
+    int has_full = lr_is_lri(p) ? !cum : !cum && p->op < LR_SOFTMAX_BWD;
     p->phase = 0;
     p->nphases = 1;
     p->part = NULL;
@@ -316,22 +335,28 @@ int lucid_red_setup(lucid_red_plan *p)
     if (p->inner > 1) {
         p->kind = LR_KIND_COLS;
         p->npieces = p->outer * ((p->inner + LR_COL_W - 1) / LR_COL_W);
-    } else if (p->outer > 1 || p->red <= LR_BLOCK || p->op == LR_CUMSUM || p->op == LR_CUMPROD
-               || p->op >= LR_SOFTMAX_BWD || p->dbl > LR_T_F64) {
-        /* (the backward ops, all / any and the integer ops have no full kind) */
+    } else if (p->outer > 1 || p->red <= LR_BLOCK || !has_full) {
+        /* rows whose elements each cost an exp get pieces a quarter the size: a
+         * helper thread that wakes late still finds pieces to take */
+        ptrdiff_t piece = p->op == LR_LSE || p->op == LR_SOFTMAX || p->op == LR_LOGSOFTMAX
+                          || p->op == LR_LOGSOFTMAX_BWD || p->op == LR_LSE_BWD
+                          ? LR_ROWS_PIECE / 4 : LR_ROWS_PIECE;
         p->kind = LR_KIND_ROWS;
-        p->per = p->red >= LR_ROWS_PIECE ? 1 : LR_ROWS_PIECE / (p->red > 0 ? p->red : 1);
+        p->per = p->red >= piece ? 1 : piece / (p->red > 0 ? p->red : 1);
         p->npieces = (p->outer + p->per - 1) / p->per;
     } else {
         p->kind = LR_KIND_FULL;
         p->nblocks = p->npieces = (p->red + LR_BLOCK - 1) / LR_BLOCK;
+        /* ipart: lri's per-block values, then their indices (max / min) */
         p->part = malloc(sizeof(double) * (size_t)p->nblocks);
-        p->ipart = malloc(sizeof(int64_t) * (size_t)p->nblocks);
+        p->ipart = malloc(sizeof(int64_t) * 2 * (size_t)p->nblocks);
         if (!p->part || !p->ipart) {
             lucid_red_free(p);
             return -1;
         }
-        p->nphases = p->op == LR_LSE ? 2 : (p->op == LR_SOFTMAX || p->op == LR_LOGSOFTMAX) ? 3 : 1;
+        if (!lr_is_lri(p))
+            p->nphases = p->op == LR_LSE ? 2
+                       : (p->op == LR_SOFTMAX || p->op == LR_LOGSOFTMAX) ? 3 : 1;
     }
     return 0;
 }
@@ -475,6 +500,40 @@ LRI_DEF(u8, uint8_t)
 LRI_DEF(f32, float)      /* all / any only */
 LRI_DEF(f64, double)     /* all / any only */
 
+/* An lri result of the plan's type at v (int64 for sum and prod, uint8 for all and
+ * any, the element type for max and min) widened to int64, and back. */
+static int64_t lri_get(const lucid_red_plan *p, const void *v)
+{
+    if (p->op == LR_SUM || p->op == LR_PROD) return *(const int64_t *)v;
+    if (p->op == LR_ALL || p->op == LR_ANY) return *(const uint8_t *)v;
+    switch (p->dbl) {
+    case LR_T_I8: return *(const int8_t *)v;
+    case LR_T_I16: return *(const int16_t *)v;
+    case LR_T_I32: return *(const int32_t *)v;
+    case LR_T_I64: return *(const int64_t *)v;
+    default: return *(const uint8_t *)v;
+    }
+}
+
+static void lri_put(const lucid_red_plan *p, void *y, int64_t v)
+{
+    if (p->op == LR_SUM || p->op == LR_PROD) { *(int64_t *)y = v; return; }
+    if (p->op == LR_ALL || p->op == LR_ANY) { *(uint8_t *)y = (uint8_t)v; return; }
+    switch (p->dbl) {
+    case LR_T_I8: *(int8_t *)y = (int8_t)v; break;
+    case LR_T_I16: *(int16_t *)y = (int16_t)v; break;
+    case LR_T_I32: *(int32_t *)y = (int32_t)v; break;
+    case LR_T_I64: *(int64_t *)y = v; break;
+    default: *(uint8_t *)y = (uint8_t)v; break;
+    }
+}
+
+static size_t lri_size(int dbl)
+{
+    return dbl == LR_T_F64 || dbl == LR_T_I64 ? 8 : dbl == LR_T_F32 || dbl == LR_T_I32 ? 4
+         : dbl == LR_T_I16 ? 2 : 1;
+}
+
 static void lri_piece(lucid_red_plan *p, ptrdiff_t piece)
 {
     void (*run)(const lucid_red_plan *, ptrdiff_t, ptrdiff_t, int) =
@@ -484,6 +543,18 @@ static void lri_piece(lucid_red_plan *p, ptrdiff_t piece)
     if (p->kind == LR_KIND_ROWS) {
         ptrdiff_t r0 = piece * p->per, r1 = r0 + p->per < p->outer ? r0 + p->per : p->outer;
         for (ptrdiff_t r = r0; r < r1; r++) run(p, r, 0, 1);
+    } else if (p->kind == LR_KIND_FULL) {
+        /* block `piece` as a one-row problem of its own; lri_step combines the blocks */
+        ptrdiff_t s0 = piece * LR_BLOCK;
+        lucid_red_plan q = *p;
+        int64_t val = 0, at = 0;
+        q.x = (const char *)p->x + (size_t)s0 * lri_size(p->dbl);
+        q.red = p->red - s0 < LR_BLOCK ? p->red - s0 : LR_BLOCK;
+        q.y = &val;
+        q.idx = p->idx ? &at : NULL;
+        run(&q, 0, 0, 1);
+        p->ipart[piece] = lri_get(p, &val);
+        p->ipart[p->nblocks + piece] = s0 + at;
     } else {
         ptrdiff_t nch = (p->inner + LR_COL_W - 1) / LR_COL_W;
         ptrdiff_t o = piece / nch, c0 = (piece % nch) * LR_COL_W;
@@ -491,17 +562,42 @@ static void lri_piece(lucid_red_plan *p, ptrdiff_t piece)
     }
 }
 
+/* A full lri reduction from its blocks, in block order: sums and products wrap in
+ * uint64 (any order gives the same), max / min keep the first best block (its index
+ * is the first occurrence, blocks being in order). */
+static void lri_step(lucid_red_plan *p)
+{
+    if (p->kind == LR_KIND_FULL) {
+        const int64_t *v = p->ipart, *at = p->ipart + p->nblocks;
+        uint64_t a = p->op == LR_PROD || p->op == LR_ALL;
+        int64_t m = v[0], k = at[0];
+        for (ptrdiff_t b = 0; b < p->nblocks; b++) {
+            switch (p->op) {
+            case LR_SUM: a += (uint64_t)v[b]; break;
+            case LR_PROD: a *= (uint64_t)v[b]; break;
+            case LR_ALL: a &= v[b] != 0; break;
+            case LR_ANY: a |= v[b] != 0; break;
+            default:
+                if (p->op == LR_MAX ? v[b] > m : v[b] < m) { m = v[b]; k = at[b]; }
+            }
+        }
+        lri_put(p, p->y, p->op == LR_MAX || p->op == LR_MIN ? m : (int64_t)a);
+        if (p->idx) p->idx[0] = k;
+    }
+    p->phase++;
+}
+
 void lucid_red_piece(void *plan, ptrdiff_t piece)
 {
     lucid_red_plan *p = (lucid_red_plan *)plan;
-    if (p->dbl > LR_T_F64 || p->op == LR_ALL || p->op == LR_ANY) lri_piece(p, piece);
+    if (lr_is_lri(p)) lri_piece(p, piece);
     else if (p->dbl) lr_piece(p, piece);
     else lr_piecef(p, piece);
 }
 
 void lucid_red_step(lucid_red_plan *p)
 {
-    if (p->dbl > LR_T_F64 || p->op == LR_ALL || p->op == LR_ANY) p->phase++;
+    if (lr_is_lri(p)) lri_step(p);
     else if (p->dbl) lr_step(p);
     else lr_stepf(p);
 }

@@ -162,7 +162,9 @@ static T LR(shift_op)(T m, int op) { return op == LR_LSE ? LR(shift)(m) : m; }
 /* exp(x - m) over x[0:n], summed, and STORE(k) per element (d = x - m, v = exp(d)):
  * 16 lanes in T, each block of 256 folded pairwise and added in double. Every exp
  * goes through the vector body (the last partial vector is padded with m), so the
- * sum's order and each value depend on n only, not on the clone that runs. */
+ * sum's order and each value depend on n only, not on the clone that runs. over:
+ * x[n:n + 16] may be read, so the padded vector is one load and a select (16 scalar
+ * copies then a vector load cost a store-forwarding stall per row). */
 #define LR_EXPSUM_BODY(STORE)                                                    \
     double acc = 0;                                                              \
     ptrdiff_t nfull = n - n % 16;                                                \
@@ -182,7 +184,13 @@ static T LR(shift_op)(T m, int op) { return op == LR_LSE ? LR(shift)(m) : m; }
     if (nfull < n) {                                                             \
         int rest = (int)(n - nfull);                                             \
         T xb[16], eb[16], s[16] = {0};                                           \
-        for (int l = 0; l < 16; l++) xb[l] = l < rest ? x[nfull + l] : m;        \
+        if (over) {                                                              \
+            memcpy(xb, x + nfull, sizeof xb);                                    \
+            _Pragma("omp simd")                                                  \
+            for (int l = 0; l < 16; l++) xb[l] = l < rest ? xb[l] : m;           \
+        } else {                                                                 \
+            for (int l = 0; l < 16; l++) xb[l] = l < rest ? x[nfull + l] : m;    \
+        }                                                                        \
         _Pragma("omp simd")                                                      \
         for (int l = 0; l < 16; l++) eb[l] = EXPT(xb[l] - m);                    \
         for (int l = 0; l < rest; l++) {                                         \
@@ -202,47 +210,89 @@ static T LR(shift_op)(T m, int op) { return op == LR_LSE ? LR(shift)(m) : m; }
 #define LR_STORE_SHIFT(k) y[k] = d
 
 /* sum(exp(x - m)). */
-LV_CLONES static double LR(sumexp)(const T *x, ptrdiff_t n, T m) { LR_EXPSUM_BODY(LR_STORE_NONE) }
+LV_CLONES static double LR(sumexp)(const T *x, ptrdiff_t n, T m, int over)
+{
+    LR_EXPSUM_BODY(LR_STORE_NONE)
+}
 
 /* y = exp(x - m); returns sum(y), summed as sumexp does. */
-LV_CLONES static double LR(expwrite)(const T *x, T *y, ptrdiff_t n, T m)
+LV_CLONES static double LR(expwrite)(const T *x, T *y, ptrdiff_t n, T m, int over)
 {
     LR_EXPSUM_BODY(LR_STORE_EXP)
 }
 
 /* y = x - m; returns sum(exp(y)), summed as sumexp does. */
-LV_CLONES static double LR(shiftwrite)(const T *x, T *y, ptrdiff_t n, T m)
+LV_CLONES static double LR(shiftwrite)(const T *x, T *y, ptrdiff_t n, T m, int over)
 {
     LR_EXPSUM_BODY(LR_STORE_SHIFT)
 }
 
 /* The product of x[0:n] in double: 16 lanes (two vectors of 8 doubles, kept in
- * registers), the last partial 16 padded with 1, folded pairwise. */
+ * registers), the last partial 16 padded with 1, folded pairwise. over: x[n:n + 16]
+ * may be read, so the tail is one load and a select (a copy through the stack costs
+ * a store-forwarding stall per row). */
 typedef double LR(dv8) __attribute__((vector_size(8 * sizeof(double))));
 typedef T LR(tv8) __attribute__((vector_size(8 * sizeof(T))));
-LV_CLONES static double LR(prodrun)(const T *x, ptrdiff_t n)
+/* x[0:16] in double, as lanes 0-7 (*lo) and 8-15 (*hi). Floats are widened as one
+ * vector of 16 (gcc widens a vector of 8 floats in two halves and a join). */
+static inline __attribute__((always_inline)) void LR(load16d)(const T *x, LR(dv8) *lo,
+                                                               LR(dv8) *hi)
 {
-    LR(dv8) a0 = {1, 1, 1, 1, 1, 1, 1, 1}, a1 = a0;
-    LR(tv8) v0, v1;
+#if LR_GENERIC_VEC
+    typedef double dv16_ __attribute__((vector_size(16 * sizeof(double))));
+    LR(vec) v;
+    memcpy(&v, x, sizeof v);
+    dv16_ d = __builtin_convertvector(v, dv16_);
+    memcpy(lo, &d, sizeof *lo);
+    memcpy(hi, (const char *)&d + sizeof *lo, sizeof *hi);
+#else
+    memcpy(lo, x, sizeof *lo);
+    memcpy(hi, x + 8, sizeof *hi);
+#endif
+}
+
+static inline __attribute__((always_inline)) double LR(prod_body)(const T *x, ptrdiff_t n,
+                                                                  int over)
+{
+    const LR(dv8) one = {1, 1, 1, 1, 1, 1, 1, 1};
+    LR(dv8) a0 = one, a1 = one, d0, d1;
     ptrdiff_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        memcpy(&v0, x + i, sizeof v0);
-        memcpy(&v1, x + i + 8, sizeof v1);
-        a0 *= __builtin_convertvector(v0, LR(dv8));
-        a1 *= __builtin_convertvector(v1, LR(dv8));
+        LR(load16d)(x + i, &d0, &d1);
+        a0 *= d0;
+        a1 *= d1;
     }
     if (i < n) {
-        T t[16];
-        for (int l = 0; l < 16; l++) t[l] = i + l < n ? x[i + l] : (T)1;
-        memcpy(&v0, t, sizeof v0);
-        memcpy(&v1, t + 8, sizeof v1);
-        a0 *= __builtin_convertvector(v0, LR(dv8));
-        a1 *= __builtin_convertvector(v1, LR(dv8));
+        if (over) {
+            const LR(m8) lane = {0, 1, 2, 3, 4, 5, 6, 7};
+            LR(m8) k0 = lane < n - i, k1 = lane + 8 < n - i;
+            LR(load16d)(x + i, &d0, &d1);
+            a0 *= (LR(dv8))((k0 & (LR(m8))d0) | (~k0 & (LR(m8))one));
+            a1 *= (LR(dv8))((k1 & (LR(m8))d1) | (~k1 & (LR(m8))one));
+        } else {
+            T t[16];
+            for (int l = 0; l < 16; l++) t[l] = i + l < n ? x[i + l] : (T)1;
+            LR(load16d)(t, &d0, &d1);
+            a0 *= d0;
+            a1 *= d1;
+        }
     }
     a0 *= a1;
     a0 *= __builtin_shuffle(a0, (LR(m8)){4, 5, 6, 7, 4, 5, 6, 7});
     a0 *= __builtin_shuffle(a0, (LR(m8)){2, 3, 2, 3, 2, 3, 2, 3});
     return a0[0] * a0[1];
+}
+
+LV_CLONES static double LR(prodrun)(const T *x, ptrdiff_t n) { return LR(prod_body)(x, n, 0); }
+
+/* The products of the rows r0 <= r < r1 (rows of n, nrows in all), inline: rows that
+ * have 16 elements after them in x read their tail in place. */
+LV_CLONES static void LR(prodrows)(const T *x, T *y, ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t n,
+                                   ptrdiff_t nrows)
+{
+    ptrdiff_t safe_end = nrows - (16 + n - 1) / n, r = r0;
+    for (; r < r1 && r < safe_end; r++) y[r] = (T)LR(prod_body)(x + r * n, n, 1);
+    for (; r < r1; r++) y[r] = (T)LR(prod_body)(x + r * n, n, 0);
 }
 
 /* The transformed pairwise sums (LR_SUM, LR_SUMSQ, LR_ASUM) of one run / of rows. */
@@ -279,7 +329,7 @@ LV_CLONES static void LR(addc)(T *y, ptrdiff_t n, T c)
  * not finite (the caller then runs the exact two-pass formula, whose shift rules
  * give inf and nan as PyTorch). The order of everything depends on n only. */
 #define LR_EXP_BLOCK 256
-static int LR(maxsumexp)(const T *x, ptrdiff_t n, T *mp, double *sp)
+static int LR(maxsumexp)(const T *x, ptrdiff_t n, T *mp, double *sp, int over)
 {
     T M = 0;
     double S = 0;
@@ -291,7 +341,7 @@ static int LR(maxsumexp)(const T *x, ptrdiff_t n, T *mp, double *sp)
             if (b) S *= exp((double)M - (double)mb);
             M = mb;
         }
-        S += LR(sumexp)(x + b, len, M);
+        S += LR(sumexp)(x + b, len, M, over);
     }
     *mp = M;
     *sp = S;
@@ -318,7 +368,7 @@ LV_CLONES static void LR(scaled)(T *y, ptrdiff_t n, double f)
  * exp(mb - max) / sum. A row with a non-finite block max runs the three-pass formula
  * (x - max, whose nan for a row holding +inf or only -inf is PyTorch's). */
 #define LR_SMX_BLOCKS 64
-static void LR(softmax_row)(const T *x, T *y, ptrdiff_t n)
+static void LR(softmax_row)(const T *x, T *y, ptrdiff_t n, int over)
 {
     ptrdiff_t B = LR_EXP_BLOCK;
     while ((n + B - 1) / B > LR_SMX_BLOCKS) B *= 2;
@@ -331,12 +381,12 @@ static void LR(softmax_row)(const T *x, T *y, ptrdiff_t n)
         T m = LR(maxrun)(x + b, len, NULL);
         if (!isfinite(m)) { finite = 0; break; }
         mb[nb] = m;
-        sb[nb] = LR(expwrite)(x + b, y + b, len, m);
+        sb[nb] = LR(expwrite)(x + b, y + b, len, m, over);
         if (nb == 0 || m > M) M = m;
     }
     if (!finite) {
         T m = LR(maxrun)(x, n, NULL);
-        double s = LR(expwrite)(x, y, n, m);
+        double s = LR(expwrite)(x, y, n, m, over);
         LR(scale)(y, n, (T)(1.0 / s));
         return;
     }
@@ -394,27 +444,73 @@ LV_CLONES static void LR(lsebwd)(const T *x, T g, T lse, T *out, ptrdiff_t n)
     for (ptrdiff_t i = 0; i < n; i++) out[i] = g * EXPT(x[i] - lse);
 }
 
-/* cumsum / cumprod of the rows r0 <= r < r1 (rows of L), in sequence and in double
- * as the definition reads; four rows at a time, so that four independent chains of
- * adds (or multiplies) overlap. */
-LV_CLONES static void LR(cumrows)(const T *restrict x, T *restrict y, ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t L,
-                                  int prod)
+/* An 8x8 block of doubles transposed in place (v[j][k] <-> v[k][j]): three rounds
+ * of two-vector shuffles, pairing blocks of 1, 2 and 4 lanes. */
+static inline __attribute__((always_inline)) void LR(tr8)(LR(dv8) *v)
 {
-    ptrdiff_t r = r0;
-    for (; r + 4 <= r1; r += 4) {
-        const T *x0 = x + r * L, *x1 = x0 + L, *x2 = x1 + L, *x3 = x2 + L;
-        T *y0 = y + r * L, *y1 = y0 + L, *y2 = y1 + L, *y3 = y2 + L;
-        double a0 = prod, a1 = prod, a2 = prod, a3 = prod;
-        if (prod) {
-            for (ptrdiff_t i = 0; i < L; i++) {
-                a0 *= (double)x0[i]; a1 *= (double)x1[i]; a2 *= (double)x2[i]; a3 *= (double)x3[i];
-                y0[i] = (T)a0; y1[i] = (T)a1; y2[i] = (T)a2; y3[i] = (T)a3;
+#define LR_TR_ROUND(S, LO, HI)                                                   \
+    for (int a_ = 0; a_ < 8; a_++) {                                             \
+        if (a_ & S) continue;                                                    \
+        LR(dv8) lo_ = __builtin_shuffle(v[a_], v[a_ + S], LO);                   \
+        LR(dv8) hi_ = __builtin_shuffle(v[a_], v[a_ + S], HI);                   \
+        v[a_] = lo_;                                                             \
+        v[a_ + S] = hi_;                                                         \
+    }
+    const LR(m8) lo1 = {0, 8, 2, 10, 4, 12, 6, 14}, hi1 = {1, 9, 3, 11, 5, 13, 7, 15};
+    const LR(m8) lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15};
+    const LR(m8) lo4 = {0, 1, 2, 3, 8, 9, 10, 11}, hi4 = {4, 5, 6, 7, 12, 13, 14, 15};
+    LR_TR_ROUND(1, lo1, hi1)
+    LR_TR_ROUND(2, lo2, hi2)
+    LR_TR_ROUND(4, lo4, hi4)
+#undef LR_TR_ROUND
+}
+
+/* cumsum / cumprod of the rows r0 <= r < r1 (rows of L), in sequence and in double
+ * as the definition reads. Eight rows at a time: each 8x8 block (8 rows, 8 columns)
+ * is transposed so that a lane holds one row, the 8 steps run on whole vectors (the
+ * same additions, in the same order, as one row at a time), and the results are
+ * transposed back and stored as full vectors (scalar stores were the bottleneck).
+ * Columns past the last multiple of 16, and the last rows, go one by one. */
+LV_CLONES static void LR(cumrows)(const T *restrict x, T *restrict y, ptrdiff_t r0,
+                                  ptrdiff_t r1, ptrdiff_t L, int prod)
+{
+    ptrdiff_t r = r0, L16 = L - L % 16;
+    for (; r + 8 <= r1; r += 8) {
+        const T *xr = x + r * L;
+        T *yr = y + r * L;
+        LR(dv8) acc = {prod, prod, prod, prod, prod, prod, prod, prod};
+        for (ptrdiff_t i = 0; i < L16; i += 16) {
+            LR(dv8) v[8], u[8];
+            for (int j = 0; j < 8; j++) LR(load16d)(xr + j * L + i, &v[j], &u[j]);
+            LR(tr8)(v);
+            LR(tr8)(u);
+            for (int k = 0; k < 8; k++) {
+                if (prod) acc *= v[k];
+                else acc += v[k];
+                v[k] = acc;
             }
-        } else {
-            for (ptrdiff_t i = 0; i < L; i++) {
-                a0 += (double)x0[i]; a1 += (double)x1[i]; a2 += (double)x2[i]; a3 += (double)x3[i];
-                y0[i] = (T)a0; y1[i] = (T)a1; y2[i] = (T)a2; y3[i] = (T)a3;
+            for (int k = 0; k < 8; k++) {
+                if (prod) acc *= u[k];
+                else acc += u[k];
+                u[k] = acc;
             }
+            LR(tr8)(v);
+            LR(tr8)(u);
+            for (int j = 0; j < 8; j++) {
+                LR(tv8) t = __builtin_convertvector(v[j], LR(tv8));
+                memcpy(yr + j * L + i, &t, sizeof t);
+                t = __builtin_convertvector(u[j], LR(tv8));
+                memcpy(yr + j * L + i + 8, &t, sizeof t);
+            }
+        }
+        for (int j = 0; j < 8; j++) {
+            double a = acc[j];
+            const T *xj = xr + j * L;
+            T *yj = yr + j * L;
+            if (prod)
+                for (ptrdiff_t i = L16; i < L; i++) { a *= (double)xj[i]; yj[i] = (T)a; }
+            else
+                for (ptrdiff_t i = L16; i < L; i++) { a += (double)xj[i]; yj[i] = (T)a; }
         }
     }
     for (; r < r1; r++) {
@@ -436,10 +532,9 @@ static void LR(row)(const lucid_red_plan *p, ptrdiff_t r)
     const T *x = (const T *)p->x + r * L;
     T *y = (T *)p->y;
     ptrdiff_t at;
+    /* x[L:L + 16] may be read: 16 elements of later rows follow */
+    int over = r < p->outer - (16 + L - 1) / L;
     switch (p->op) {
-    case LR_PROD:
-        y[r] = (T)LR(prodrun)(x, L);
-        break;
     case LR_MAX:
     case LR_MIN:
         y[r] = p->op == LR_MAX ? LR(maxrun)(x, L, p->idx ? &at : NULL)
@@ -449,24 +544,24 @@ static void LR(row)(const lucid_red_plan *p, ptrdiff_t r)
     case LR_LSE: {
         T m;
         double s;
-        if (LR(maxsumexp)(x, L, &m, &s) != 0) {
+        if (LR(maxsumexp)(x, L, &m, &s, over) != 0) {
             m = LR(shift)(LR(maxrun)(x, L, NULL));
-            s = LR(sumexp)(x, L, m);
+            s = LR(sumexp)(x, L, m, over);
         }
         y[r] = (T)(log(s) + (double)m);
         break;
     }
     case LR_SOFTMAX:
-        LR(softmax_row)(x, y + r * L, L);
+        LR(softmax_row)(x, y + r * L, L, over);
         break;
     case LR_LOGSOFTMAX: {
         T m;
         double s;
-        if (LR(maxsumexp)(x, L, &m, &s) == 0) {
+        if (LR(maxsumexp)(x, L, &m, &s, over) == 0) {
             LR(lsmwrite)(x, y + r * L, L, m, (T)log(s));
         } else {
             m = LR(maxrun)(x, L, NULL);
-            s = LR(shiftwrite)(x, y + r * L, L, m);
+            s = LR(shiftwrite)(x, y + r * L, L, m, over);
             LR(addc)(y + r * L, L, (T)(-log(s)));
         }
         break;
@@ -585,17 +680,45 @@ LV_CLONES static void LR(colprod)(const T *x, ptrdiff_t I, ptrdiff_t R, int w, d
 }
 
 /* Column extremes (and first indices); columns holding inf or NaN are redone
- * exactly (a strided walk, for those columns only). */
+ * exactly (a strided walk, for those columns only). LR(v64): 64 bytes of T. */
+typedef T LR(v64) __attribute__((vector_size(64)));
+typedef IT LR(i64v) __attribute__((vector_size(64)));
+#define LR_L64 (int)(64 / sizeof(T))              /* lanes of an LR(v64) */
+#define LR_NV64 (int)(LR_COL_W * sizeof(T) / 64)  /* LR(v64)s per full piece */
 #define LR_COLEXT_BODY(CMP)                                                      \
     T z[LR_COL_W];                                                               \
-    for (int c = 0; c < w; c++) { m[c] = x[c]; z[c] = x[c] - x[c]; }             \
-    for (ptrdiff_t r = 1; r < R; r++) {                                          \
-        const T *xr = x + r * I;                                                 \
-        _Pragma("omp simd")                                                      \
-        for (int c = 0; c < w; c++) {                                            \
-            T v = xr[c];                                                         \
-            m[c] = v CMP m[c] ? v : m[c];                                        \
-            z[c] += v - v;                                                       \
+    if (w == LR_COL_W) {                                                         \
+        /* a full piece: the running extremes and inf/nan sums in registers     \
+         * (gcc keeps m[] in memory otherwise, m being the caller's array) */    \
+        LR(v64) mv[LR_NV64], zv[LR_NV64];                                        \
+        for (int j = 0; j < LR_NV64; j++) {                                      \
+            memcpy(&mv[j], x + j * LR_L64, sizeof mv[j]);                        \
+            zv[j] = mv[j] - mv[j];                                               \
+        }                                                                        \
+        for (ptrdiff_t r = 1; r < R; r++) {                                      \
+            const T *xr = x + r * I;                                             \
+            for (int j = 0; j < LR_NV64; j++) {                                  \
+                LR(v64) v;                                                       \
+                memcpy(&v, xr + j * LR_L64, sizeof v);                           \
+                LR(i64v) k = v CMP mv[j];                                        \
+                mv[j] = (LR(v64))((k & (LR(i64v))v) | (~k & (LR(i64v))mv[j]));   \
+                zv[j] += v - v;                                                  \
+            }                                                                    \
+        }                                                                        \
+        for (int j = 0; j < LR_NV64; j++) {                                      \
+            memcpy(m + j * LR_L64, &mv[j], sizeof mv[j]);                        \
+            memcpy(z + j * LR_L64, &zv[j], sizeof zv[j]);                        \
+        }                                                                        \
+    } else {                                                                     \
+        for (int c = 0; c < w; c++) { m[c] = x[c]; z[c] = x[c] - x[c]; }         \
+        for (ptrdiff_t r = 1; r < R; r++) {                                      \
+            const T *xr = x + r * I;                                             \
+            _Pragma("omp simd")                                                  \
+            for (int c = 0; c < w; c++) {                                        \
+                T v = xr[c];                                                     \
+                m[c] = v CMP m[c] ? v : m[c];                                    \
+                z[c] += v - v;                                                   \
+            }                                                                    \
         }                                                                        \
     }                                                                            \
     if (at) {                                                                    \
@@ -789,9 +912,10 @@ static void LR(block)(lucid_red_plan *p, ptrdiff_t b)
         p->ipart[b] = s0 + at;
     } else if (p->phase == 1) {
         T m = (T)p->shift;
-        if (p->op == LR_LSE) p->part[b] = LR(sumexp)(x, n, m);
-        else if (p->op == LR_SOFTMAX) p->part[b] = LR(expwrite)(x, y, n, m);
-        else p->part[b] = LR(shiftwrite)(x, y, n, m);
+        int over = s0 + n + 16 <= p->red;
+        if (p->op == LR_LSE) p->part[b] = LR(sumexp)(x, n, m, over);
+        else if (p->op == LR_SOFTMAX) p->part[b] = LR(expwrite)(x, y, n, m, over);
+        else p->part[b] = LR(shiftwrite)(x, y, n, m, over);
     } else {
         if (p->op == LR_SOFTMAX) LR(scale)(y, n, (T)(1.0 / p->total));
         else LR(addc)(y, n, (T)(-log(p->total)));
@@ -807,6 +931,8 @@ static void LR(piece)(lucid_red_plan *p, ptrdiff_t piece)
             LR(tsumrows)(op, (const T *)p->x, (T *)p->y, r0, r1, p->red, p->outer,
                          (const T *)p->center);
             LR(finish)(p, (T *)p->y + r0, r1 - r0);
+        } else if (op == LR_PROD) {
+            LR(prodrows)((const T *)p->x, (T *)p->y, r0, r1, p->red, p->outer);
         } else if (op == LR_CUMSUM || op == LR_CUMPROD) {
             LR(cumrows)((const T *)p->x, (T *)p->y, r0, r1, p->red, op == LR_CUMPROD);
         } else {
@@ -1014,6 +1140,8 @@ static void LR(xent_piece)(lucid_xent_plan *p, ptrdiff_t piece)
 #undef LR_C_LT
 #undef LR_FOLDV
 #undef LR_COLEXT_BODY
+#undef LR_L64
+#undef LR_NV64
 #undef LR_EXPSUM_BODY
 #undef LR_STORE_NONE
 #undef LR_STORE_EXP
