@@ -458,12 +458,6 @@ cdef extern from *:
                            Py_ssize_t, const Py_ssize_t *) nogil
 
 
-cdef int _arith2d_code(const BinaryKernels *k) noexcept:
-    """add, sub, mul, div's op code in src/lucid_compare.c, or -1."""
-    return (0 if k == &_K_ARITH_ADD else 1 if k == &_K_ARITH_SUB else
-            2 if k == &_K_ARITH_MUL else 3 if k == &_K_ARITH_DIV else -1)
-
-
 cdef void _arith_rows2d(void *job, char *z, const char **p, Py_ssize_t m,
                         Py_ssize_t n) noexcept nogil:
     cdef _Job2D *j = <_Job2D *>job
@@ -487,9 +481,11 @@ cdef void _bin_rows2d(void *job, char *z, const char **p, Py_ssize_t m,
                  p[1] + i * j.st[2] * isz, n, bc, isz)
 
 
-cdef cnp.ndarray _bin_forward(const BinaryKernels *k, object xa, object xb):
+cdef cnp.ndarray _bin_forward(const BinaryKernels *k, object xa, object xb, int code):
     """op(xa, xb) with lucid's kernels, for float16/32/64 operands (ndarrays or NumPy
-    scalars) of one dtype. float16 computes in float32."""
+    scalars) of one dtype. float16 computes in float32. code: the op's code in
+    lucid_arith2d (src/lucid_compare.c: add, sub, mul, div, maximum, minimum; these run
+    any broadcast in one loop), or -1."""
     cdef cnp.ndarray a = xa if type(xa) is np.ndarray else np.asarray(xa)
     cdef cnp.ndarray b = xb if type(xb) is np.ndarray else np.asarray(xb)
     if not cnp.PyArray_ISALIGNED(a):       # the kernels read through typed pointers
@@ -497,7 +493,8 @@ cdef cnp.ndarray _bin_forward(const BinaryKernels *k, object xa, object xb):
     if not cnp.PyArray_ISALIGNED(b):
         b = np.array(b, copy=True)
     if _is_half_num(cnp.PyArray_TYPE(a)):
-        return _f32_to_half(_bin_forward(k, _half_to_f32(a), _half_to_f32(b)), _dtype_of_array(a))
+        return _f32_to_half(_bin_forward(k, _half_to_f32(a), _half_to_f32(b), code),
+                            _dtype_of_array(a))
     cdef tuple shape = _bshape(a, b)
     cdef int num = cnp.PyArray_TYPE(a)
     cdef Py_ssize_t isz = cnp.PyArray_ITEMSIZE(a)
@@ -519,10 +516,9 @@ cdef cnp.ndarray _bin_forward(const BinaryKernels *k, object xa, object xb):
                          cnp.PyArray_BYTES(b), cnp.PyArray_SIZE(out), bc, isz)
         return out
     # Any other broadcast of C-contiguous operands: outer dims around rows (_bcast2d.pxi).
-    # add, sub, mul, div run rows of any length in one C loop; the other kernels a call
-    # per row, where rows are long enough to pay for it.
+    # add, sub, mul, div, maximum, minimum run rows of any length in one C loop; the
+    # other kernels a call per row, where rows are long enough to pay for it.
     cdef _Job2D j2
-    cdef int code = _arith2d_code(k)
     if _plan2d(shape, (a, b), &j2):
         if code >= 0:
             j2.run, j2.op = _arith_rows2d, code
@@ -877,11 +873,11 @@ cdef class BinaryCPU(Kernel):
         if _is_half_code(dt.code):
             return self._run_half(a, b, dt, params)
         if self.k != NULL and dt.is_floating_point:
-            return _bin_forward(self.k, a, b)
+            return _bin_forward(self.k, a, b, self.gsum_op)
         if self.fwd != NULL and dt.is_floating_point and (params is None or (
                 type(params) is int and params == 1)) and _has_num(a, dt.typenum) \
                 and _has_num(b, dt.typenum):
-            return _bin_forward(self.fwd, a, b)
+            return _bin_forward(self.fwd, a, b, self.gsum_op)
         if params is not None and (isinstance(params, Tensor) or not _is_scalar(params)):
             raise TypeError(f"{self.name}(): alpha must be a number, got {type(params).__name__}")
         if params is not None and params != 1:          # add / sub's alpha

@@ -871,10 +871,11 @@ def clamp(input, min=None, max=None):
         return yc
     r = a
     try:
-        if lo is not None:
-            r = np.where(np.isnan(r) if a.dtype.kind == "f" else False, r, np.maximum(r, lo))
-        if hi is not None:
-            r = np.where(np.isnan(r) if a.dtype.kind == "f" else False, r, np.minimum(r, hi))
+        with np.errstate(over="ignore"):    # a number bound beyond the dtype is an infinity
+            if lo is not None:
+                r = np.where(np.isnan(r) if a.dtype.kind == "f" else False, r, np.maximum(r, lo))
+            if hi is not None:
+                r = np.where(np.isnan(r) if a.dtype.kind == "f" else False, r, np.minimum(r, hi))
     except ValueError as e:
         raise ShapeError(f"clamp: bounds do not broadcast with the input: {e}") from None
     cdef cnp.ndarray out = _as_ndarray(r)

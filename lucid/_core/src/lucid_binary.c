@@ -47,15 +47,23 @@ LV_SIMD_PAIR2(hypot)
     static inline float lv_##name##f(float a, float b) { typedef float T; body }  \
     static inline double lv_##name(double a, double b) { typedef double T; body }
 
-/* maximum / minimum as IEEE 754-2019 defines them (and PyTorch for nan): nan if
- * either operand is nan, and -0 < +0, so maximum(-0, +0) = +0 and minimum(-0, +0)
- * = -0 in either order. The compare-select returns b when b is nan; equal zeros
- * take a + b (max) or -(-a - b) (min), which carry exactly that sign (signbit
- * would keep gcc from vectorising the double loop). */
-LV_FN2(maximum, T r = a > b ? a : b; r = (a == b && a == 0) ? a + b : r; return a != a ? a : r;)
-LV_FN2(minimum, T r = a < b ? a : b; r = (a == b && a == 0) ? -(-a - b) : r; return a != a ? a : r;)
-#define LV_MAXIMUM(a, b) LV_GENERIC2(a, b, lv_maximumf, lv_maximum)
-#define LV_MINIMUM(a, b) LV_GENERIC2(a, b, lv_minimumf, lv_minimum)
+/* maximum / minimum: their forward is src/lucid_compare.c's 2-D arithmetic (where
+ * their IEEE 754-2019 semantics are written, once) over one row. */
+void lucid_arith2d_f32(int op, float *z, const float *a, const float *b, ptrdiff_t m,
+                       ptrdiff_t n, const ptrdiff_t *st);
+void lucid_arith2d_f64(int op, double *z, const double *a, const double *b, ptrdiff_t m,
+                       ptrdiff_t n, const ptrdiff_t *st);
+enum { LV_AR2D_MAXIMUM = 4, LV_AR2D_MINIMUM = 5 };      /* lucid_compare.c's op codes */
+#define LV_MINMAX_FWD(fname, T, a2d, code)                                      \
+    void fname(T *zp, const T *ap, const T *bp, const int *np, int bc)           \
+    {                                                                           \
+        const ptrdiff_t st[4] = {0, bc == LV_BC_A ? 0 : 1, 0, bc == LV_BC_B ? 0 : 1}; \
+        a2d(code, zp, ap, bp, 1, *np, st);                                      \
+    }
+LV_MINMAX_FWD(lucid_vmaximumf, float, lucid_arith2d_f32, LV_AR2D_MAXIMUM)
+LV_MINMAX_FWD(lucid_vmaximum, double, lucid_arith2d_f64, LV_AR2D_MAXIMUM)
+LV_MINMAX_FWD(lucid_vminimumf, float, lucid_arith2d_f32, LV_AR2D_MINIMUM)
+LV_MINMAX_FWD(lucid_vminimum, double, lucid_arith2d_f64, LV_AR2D_MINIMUM)
 
 /* log(e^a + e^b) = max + log1p(e^-|a - b|): no overflow, and e^-|a-b| <= 1. Equal
  * operands (the infinities included, where a - b is nan) give a + log 2. */
@@ -329,8 +337,10 @@ LV_LAE_FIX(lv_logaddexp_fix, double, 0.25)
  * (Named: the summing backward below uses the same expressions.) */
 #define LV_MAXIMUM_GA (a < b ? (T)0 : (a == b ? g * (T)0.5 : g))
 #define LV_MAXIMUM_GB (a > b ? (T)0 : (a == b ? g * (T)0.5 : g))
-LV_BIN_OP(maximum, LV_MAXIMUM(a, b), , , 0, 0, LV_MAXIMUM_GA, LV_MAXIMUM_GB)
-LV_BIN_OP(minimum, LV_MINIMUM(a, b), , , 0, 0, LV_MAXIMUM_GB, LV_MAXIMUM_GA)
+LV_BIN_GRAD_FN(lucid_vmaximum_gradf, float, 0, 0, LV_MAXIMUM_GA, LV_MAXIMUM_GB)
+LV_BIN_GRAD_FN(lucid_vmaximum_grad, double, 0, 0, LV_MAXIMUM_GA, LV_MAXIMUM_GB)
+LV_BIN_GRAD_FN(lucid_vminimum_gradf, float, 0, 0, LV_MAXIMUM_GB, LV_MAXIMUM_GA)
+LV_BIN_GRAD_FN(lucid_vminimum_grad, double, 0, 0, LV_MAXIMUM_GB, LV_MAXIMUM_GA)
 /* d atan2(a, b) = (b da - a db) / (a^2 + b^2). vForce: vvatan2f(z, y, x, n) = atan2(y, x). */
 LV_BIN_OP(atan2, ATAN2(a, b), LV_VV(vvatan2f(zp, ap, bp, np)), LV_VV(vvatan2(zp, ap, bp, np)), 0, 0,
           g / (a * a + b * b) * b,
