@@ -214,6 +214,25 @@ def test_masked_fill(dt, ms):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
+@pytest.mark.parametrize("ms", [(1, 40), (1, 1, 40), (40, 300), (300, 2), (2, 300, 40), (1,), (),
+                                (300, 40)], ids=str)
+def test_masked_fill_mask_shapes(ms):
+    """A mask must broadcast onto the input's shape without changing it (lucid's rule:
+    NumPy's broadcast of the two shapes is the input's), else a ShapeError."""
+    x = np.zeros((300, 40), np.float32)
+    m = np.ones(ms, bool)
+    try:
+        ok = np.broadcast_shapes(ms, x.shape) == x.shape
+    except ValueError:
+        ok = False
+    if ok:
+        got = lucid.masked_fill(lucid.tensor(x), lucid.tensor(m), 2.0)
+        np.testing.assert_array_equal(got.numpy(), np.full(x.shape, 2.0, np.float32))
+    else:
+        with pytest.raises(lucid.ShapeError, match="does not broadcast"):
+            lucid.masked_fill(lucid.tensor(x), lucid.tensor(m), 2.0)
+
+
 # -- clamp -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dt", FLOATS, ids=lambda d: d.__name__)
