@@ -308,3 +308,25 @@ def test_nd_broadcast_backward_other_routes():
     la = lucid.tensor(a, requires_grad=True)
     (la * 2.5 - 1.0).sum().backward()
     np.testing.assert_array_equal(la.grad.numpy(), np.full(a.shape, 2.5))
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("sa,sb", [((30, 24), (24,)), ((30, 24), (30, 1)), ((30, 24), ()),
+                                   ((6, 1, 24), (1, 5, 1)), ((30, 24), (30, 24))], ids=str)
+def test_maximum_minimum_ieee_specials_in_every_layout(dt, sa, sb):
+    """IEEE 754-2019 maximum / minimum (nan wins, -0 < +0) in each loop of the 2-D kernel,
+    against a NumPy reference that spells the rule out."""
+    vals = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.5], dt)
+    rng = np.random.default_rng(16)
+    a, b = rng.choice(vals, sa).astype(dt), np.asarray(rng.choice(vals, sb)).astype(dt)
+    A, B = np.broadcast_arrays(a, b)
+    nan = np.isnan(A) | np.isnan(B)
+    with np.errstate(invalid="ignore"):
+        want_max = np.where(nan, np.nan, np.where(A == B, np.where(np.signbit(A), B, A),
+                                                  np.maximum(A, B))).astype(dt)
+        want_min = np.where(nan, np.nan, np.where(A == B, np.where(np.signbit(A), A, B),
+                                                  np.minimum(A, B))).astype(dt)
+    for op, want in (("maximum", want_max), ("minimum", want_min)):
+        got = getattr(lucid, op)(lucid.tensor(a), lucid.tensor(b)).numpy()
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
