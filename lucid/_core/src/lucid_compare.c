@@ -35,38 +35,18 @@ typedef unsigned char lv_bool;
 
 /* ---- the loops ------------------------------------------------------------- */
 
-/* A row of n >= LV_BLOCK columns runs in whole blocks of LV_BLOCK (one fixed-length
- * `omp simd` loop each, so no scalar remainder loop), the last block ending at n and
- * overlapping the one before: its first columns are computed twice, to the same
- * values (every output element is a function of its own operands, and z never
- * overlaps them: the callers pass fresh outputs). Shorter rows take one plain loop.
- * BODY computes column j. */
-#define LV_ROW(n, BODY)                                                         \
-    if ((n) >= LV_BLOCK) {                                                      \
-        for (ptrdiff_t jb = 0; jb < (n); jb += LV_BLOCK) {                      \
-            const ptrdiff_t j0 = jb + LV_BLOCK <= (n) ? jb : (n) - LV_BLOCK;    \
-            _Pragma("omp simd")                                                 \
-            for (ptrdiff_t k = 0; k < LV_BLOCK; k++) {                          \
-                const ptrdiff_t j = j0 + k;                                     \
-                BODY                                                            \
-            }                                                                   \
-        }                                                                       \
-    } else {                                                                    \
-        _Pragma("omp simd")                                                     \
-        for (ptrdiff_t j = 0; j < (n); j++) {                                   \
-            BODY                                                                \
-        }                                                                       \
-    }
-
 /* z[i n + j] = EXPR over x0 = P0[i st[0] + j C0], x1 = P1[i st[2] + j C1]. */
 #define LV_LOOP2(ZT, ZP, T0, P0, C0, T1, P1, C1, EXPR)                           \
     for (ptrdiff_t i = 0; i < m; i++) {                                         \
         ZT *zr = (ZP) + i * n;                                                  \
         const T0 *r0 = (P0) + i * st[0];                                        \
         const T1 *r1 = (P1) + i * st[2];                                        \
-        LV_ROW(n, T0 x0 = r0[(C0) ? j : 0];                                     \
-                  T1 x1 = r1[(C1) ? j : 0];                                     \
-                  zr[j] = (EXPR);)                                              \
+        _Pragma("omp simd")                                                     \
+        for (ptrdiff_t j = 0; j < n; j++) {                                     \
+            T0 x0 = r0[(C0) ? j : 0];                                           \
+            T1 x1 = r1[(C1) ? j : 0];                                           \
+            zr[j] = (EXPR);                                                     \
+        }                                                                       \
     }
 
 #define LV_SWITCH2(ZT, ZP, T0, P0, T1, P1, EXPR)                                \
@@ -84,10 +64,13 @@ typedef unsigned char lv_bool;
         const T0 *r0 = (P0) + i * st[0];                                        \
         const T1 *r1 = (P1) + i * st[2];                                        \
         const T2 *r2 = (P2) + i * st[4];                                        \
-        LV_ROW(n, T0 x0 = r0[(C0) ? j : 0];                                     \
-                  T1 x1 = r1[(C1) ? j : 0];                                     \
-                  T2 x2 = r2[(C2) ? j : 0];                                     \
-                  zr[j] = (EXPR);)                                              \
+        _Pragma("omp simd")                                                     \
+        for (ptrdiff_t j = 0; j < n; j++) {                                     \
+            T0 x0 = r0[(C0) ? j : 0];                                           \
+            T1 x1 = r1[(C1) ? j : 0];                                           \
+            T2 x2 = r2[(C2) ? j : 0];                                           \
+            zr[j] = (EXPR);                                                     \
+        }                                                                       \
     }
 
 #define LV_SWITCH3(ZT, ZP, T0, P0, T1, P1, T2, P2, EXPR)                        \
