@@ -214,6 +214,25 @@ def test_masked_fill(dt, ms):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
+@pytest.mark.parametrize("ms", [(1, 40), (1, 1, 40), (40, 300), (300, 2), (2, 300, 40), (1,), (),
+                                (300, 40)], ids=str)
+def test_masked_fill_mask_shapes(ms):
+    """A mask must broadcast onto the input's shape without changing it (lucid's rule:
+    NumPy's broadcast of the two shapes is the input's), else a ShapeError."""
+    x = np.zeros((300, 40), np.float32)
+    m = np.ones(ms, bool)
+    try:
+        ok = np.broadcast_shapes(ms, x.shape) == x.shape
+    except ValueError:
+        ok = False
+    if ok:
+        got = lucid.masked_fill(lucid.tensor(x), lucid.tensor(m), 2.0)
+        np.testing.assert_array_equal(got.numpy(), np.full(x.shape, 2.0, np.float32))
+    else:
+        with pytest.raises(lucid.ShapeError, match="does not broadcast"):
+            lucid.masked_fill(lucid.tensor(x), lucid.tensor(m), 2.0)
+
+
 # -- clamp -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dt", FLOATS, ids=lambda d: d.__name__)
@@ -278,3 +297,56 @@ def test_clamp_other_dtypes(dt):
     want = torch.clamp(tx, 2, 7.0 if dt in (np.float16, "bfloat16") else 7)
     assert got.dtype is _lucid_dtype(dt)
     np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("bounds", [(0, 1), (-1, 0.5), (1e300, None), (None, -1e300),
+                                    (-1e300, 1e300), (float("nan"), 1.0), (2**60, None),
+                                    (0.1, 0.3)], ids=str)
+def test_clamp_number_bounds_round_to_the_dtype(dt, bounds):
+    """Number bounds take x's dtype as a NumPy cast does (1e300 is inf in float32, 0.1 the
+    nearest float32), for a contiguous input, a strided one and a 0-d one."""
+    x = _data((300, 40), dt, 22) * dt(3)
+    lo, hi = bounds
+    with np.errstate(over="ignore"):
+        clo = None if lo is None else np.asarray(lo, dt)
+        chi = None if hi is None else np.asarray(hi, dt)
+    want = x
+    if clo is not None:
+        want = np.where(np.isnan(want), want, np.maximum(want, clo))
+    if chi is not None:
+        want = np.where(np.isnan(want), want, np.minimum(want, chi))
+    for lx, w in [(lucid.tensor(x), want), (lucid.tensor(x)[:, ::3], want[:, ::3]),
+                  (lucid.tensor(x)[7, 2], want[7, 2])]:
+        got = lucid.clamp(lx, lo, hi)
+        assert got.dtype is lx.dtype and got.shape == w.shape
+        np.testing.assert_array_equal(got.numpy(), w)
+        np.testing.assert_array_equal(np.signbit(got.numpy()), np.signbit(w))
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=lambda d: d.__name__)
+def test_clamp_number_bounds_gradient_and_errors(dt):
+    rng = np.random.default_rng(23)
+    x = rng.standard_normal((200, 50)).astype(dt)
+    x[0, :4] = [-0.5, 0.5, 0.0, np.nan]              # on the bounds, and a nan
+    lx, tx = lucid.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    g = rng.standard_normal(x.shape).astype(dt)
+    lucid.clamp(lx, -0.5, 0.5).backward(lucid.tensor(g))
+    torch.clamp(tx, -0.5, 0.5).backward(torch.tensor(g))
+    np.testing.assert_array_equal(lx.grad.numpy(), tx.grad.numpy())
+    with pytest.raises(OverflowError, match="too large"):
+        lucid.clamp(lucid.tensor(x), 10**400, None)
+    with pytest.raises(ValueError, match="at least one"):
+        lucid.clamp(lucid.tensor(x))
+    old = lucid.get_num_threads()
+    outs = []
+    try:
+        big = lucid.tensor(rng.standard_normal((1000, 300)).astype(dt))
+        for nt in (1, 2, 4):
+            lucid.set_num_threads(nt)
+            outs.append(lucid.clamp(big, -0.25, 1).numpy().copy())
+    finally:
+        lucid.set_num_threads(old)
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o, outs[0])
+    np.testing.assert_array_equal(outs[0], np.clip(big.numpy(), dt(-0.25), dt(1)))

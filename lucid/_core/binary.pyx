@@ -458,12 +458,6 @@ cdef extern from *:
                            Py_ssize_t, const Py_ssize_t *) nogil
 
 
-cdef int _arith2d_code(const BinaryKernels *k) noexcept:
-    """add, sub, mul, div's op code in src/lucid_compare.c, or -1."""
-    return (0 if k == &_K_ARITH_ADD else 1 if k == &_K_ARITH_SUB else
-            2 if k == &_K_ARITH_MUL else 3 if k == &_K_ARITH_DIV else -1)
-
-
 cdef void _arith_rows2d(void *job, char *z, const char **p, Py_ssize_t m,
                         Py_ssize_t n) noexcept nogil:
     cdef _Job2D *j = <_Job2D *>job
@@ -487,9 +481,11 @@ cdef void _bin_rows2d(void *job, char *z, const char **p, Py_ssize_t m,
                  p[1] + i * j.st[2] * isz, n, bc, isz)
 
 
-cdef cnp.ndarray _bin_forward(const BinaryKernels *k, object xa, object xb):
+cdef cnp.ndarray _bin_forward(const BinaryKernels *k, object xa, object xb, int code):
     """op(xa, xb) with lucid's kernels, for float16/32/64 operands (ndarrays or NumPy
-    scalars) of one dtype. float16 computes in float32."""
+    scalars) of one dtype. float16 computes in float32. code: the op's code in
+    lucid_arith2d (src/lucid_compare.c: add, sub, mul, div, maximum, minimum; these run
+    any broadcast in one loop), or -1."""
     cdef cnp.ndarray a = xa if type(xa) is np.ndarray else np.asarray(xa)
     cdef cnp.ndarray b = xb if type(xb) is np.ndarray else np.asarray(xb)
     if not cnp.PyArray_ISALIGNED(a):       # the kernels read through typed pointers
@@ -497,7 +493,8 @@ cdef cnp.ndarray _bin_forward(const BinaryKernels *k, object xa, object xb):
     if not cnp.PyArray_ISALIGNED(b):
         b = np.array(b, copy=True)
     if _is_half_num(cnp.PyArray_TYPE(a)):
-        return _f32_to_half(_bin_forward(k, _half_to_f32(a), _half_to_f32(b)), _dtype_of_array(a))
+        return _f32_to_half(_bin_forward(k, _half_to_f32(a), _half_to_f32(b), code),
+                            _dtype_of_array(a))
     cdef tuple shape = _bshape(a, b)
     cdef int num = cnp.PyArray_TYPE(a)
     cdef Py_ssize_t isz = cnp.PyArray_ITEMSIZE(a)
@@ -519,10 +516,9 @@ cdef cnp.ndarray _bin_forward(const BinaryKernels *k, object xa, object xb):
                          cnp.PyArray_BYTES(b), cnp.PyArray_SIZE(out), bc, isz)
         return out
     # Any other broadcast of C-contiguous operands: outer dims around rows (_bcast2d.pxi).
-    # add, sub, mul, div run rows of any length in one C loop; the other kernels a call
-    # per row, where rows are long enough to pay for it.
+    # add, sub, mul, div, maximum, minimum run rows of any length in one C loop; the
+    # other kernels a call per row, where rows are long enough to pay for it.
     cdef _Job2D j2
-    cdef int code = _arith2d_code(k)
     if _plan2d(shape, (a, b), &j2):
         if code >= 0:
             j2.run, j2.op = _arith_rows2d, code
@@ -591,104 +587,140 @@ cdef tuple _bin_backward(const BinaryKernels *k, cnp.ndarray g, object xa, objec
     return (ga, gb)
 
 
-# -- the backward of add, sub, mul, div over row / column / single-value broadcasts ------
-# One C pass (lucid_arith_grad in src/lucid_binary.c) computes an operand's gradient and
-# sums it over the dims that operand was broadcast along, so a row operand's gradient
-# never exists at the output's size. The output is split at a dim into m rows of n as
-# in _split_rows; an operand that is FULL keeps the output's shape, a ROW is summed
-# over the rows, a COL over each row, ONE over both (per-row sums, then their sum).
+# -- the backward of add, sub, mul, div, maximum, minimum over any broadcast -------------
+# One C pass (lucid_bin_gradsum in src/lucid_binary.c) computes an operand's gradient and
+# sums it over the dims that operand was broadcast along, so a broadcast operand's
+# gradient, and the other operand broadcast to the output's shape, never exist at the
+# output's size. The output's dims (size-1 dims dropped) are merged into groups of
+# consecutive dims where each operand is either full or broadcast throughout. The last
+# two groups are the kernel's m x n block: an operand's gradient is FULL there (kept in
+# both), a ROW sum (summed over the m rows) or a COL sum (over each row's n columns). The
+# groups before are outer dims, each kept by the operand (its gradient moves) or summed
+# over (the block is added into the same gradient, in order). So every gradient element
+# is summed in an order fixed by the shapes; threads take runs of kept outer indices, or
+# of the block's kept rows / columns (at multiples of 64), never the summed dims.
 
 cdef extern from *:
     """
-    void lucid_arith_gradf(int, int, int, float *, const float *, const float *,
-                           const float *, ptrdiff_t, ptrdiff_t, ptrdiff_t, const ptrdiff_t *);
-    void lucid_arith_grad(int, int, int, double *, const double *, const double *,
-                          const double *, ptrdiff_t, ptrdiff_t, ptrdiff_t, const ptrdiff_t *);
+    void lucid_bin_gradsumf(int, int, int, float *, const float *, const float *,
+                            const float *, ptrdiff_t, ptrdiff_t, ptrdiff_t, const ptrdiff_t *);
+    void lucid_bin_gradsum(int, int, int, double *, const double *, const double *,
+                           const double *, ptrdiff_t, ptrdiff_t, ptrdiff_t, const ptrdiff_t *);
     """
-    void lucid_arith_gradf(int, int, int, float *, const float *, const float *,
-                           const float *, Py_ssize_t, Py_ssize_t, Py_ssize_t,
+    void lucid_bin_gradsumf(int, int, int, float *, const float *, const float *,
+                            const float *, Py_ssize_t, Py_ssize_t, Py_ssize_t,
+                            const Py_ssize_t *) noexcept nogil
+    void lucid_bin_gradsum(int, int, int, double *, const double *, const double *,
+                           const double *, Py_ssize_t, Py_ssize_t, Py_ssize_t,
                            const Py_ssize_t *) noexcept nogil
-    void lucid_arith_grad(int, int, int, double *, const double *, const double *,
-                          const double *, Py_ssize_t, Py_ssize_t, Py_ssize_t,
-                          const Py_ssize_t *) noexcept nogil
 
 cdef enum:
     _RED_NONE = 0
     _RED_ROWS = 1
     _RED_COLS = 2
+    _RED_ACC = 4
+    _GS_MAX = 10           # groups a plan takes: the m x n block and 8 outer ones
+    _GS_MAXIMUM = 4        # the kernel's op codes past LH_ADD..LH_DIV
+    _GS_MINIMUM = 5
 
 
-cdef struct _AGJob:
+cdef struct _GSJob:
     int op, side, red, num
-    bint by_cols           # threads take runs of columns (else of rows)
+    bint by_cols           # the block is split at columns (else at rows)
     char *z
     const char *g
     const char *a
     const char *b
-    Py_ssize_t m, n, per, isz
+    Py_ssize_t m, n, isz
     Py_ssize_t st[4]
+    int nk, nr             # the side's kept / summed outer groups
+    Py_ssize_t ksh[_GS_MAX]
+    Py_ssize_t kst[4 * _GS_MAX]        # element steps of g, a, b, z per kept group
+    Py_ssize_t rsh[_GS_MAX]
+    Py_ssize_t rst[3 * _GS_MAX]        # of g, a, b per summed group (z stays)
+    Py_ssize_t kcount, rcount          # kept / summed outer indices
+    Py_ssize_t kper, per, ninner       # kept indices per piece; block rows / columns per piece
 
 
-cdef void _ag_call(_AGJob *j, char *z, const char *g, const char *a, const char *b,
-                   Py_ssize_t m, Py_ssize_t n) noexcept nogil:
-    if j.num == cnp.NPY_FLOAT:
-        lucid_arith_gradf(j.op, j.side, j.red, <float *>z, <const float *>g, <const float *>a,
-                          <const float *>b, m, n, j.n, j.st)
-    else:
-        lucid_arith_grad(j.op, j.side, j.red, <double *>z, <const double *>g,
-                         <const double *>a, <const double *>b, m, n, j.n, j.st)
-
-
-cdef void _ag_piece(void *ctx, Py_ssize_t c) noexcept nogil:
-    cdef _AGJob *j = <_AGJob *>ctx
-    cdef Py_ssize_t s = c * j.per, cnt
-    if j.by_cols:          # columns [s, s + cnt) of every row (a ROW's sums, or one row)
+cdef void _gs_piece(void *ctx, Py_ssize_t c) noexcept nogil:
+    """Piece c: kept outer indices [k0, k1) times one run of the block's rows or columns;
+    for each kept index, the block of every summed index in order (the first writes,
+    the rest add)."""
+    cdef _GSJob *j = <_GSJob *>ctx
+    cdef Py_ssize_t ip = c % j.ninner, k0 = (c // j.ninner) * j.kper
+    cdef Py_ssize_t k1 = k0 + j.kper if j.kcount - k0 > j.kper else j.kcount
+    cdef Py_ssize_t s = ip * j.per, ko, ro, r, x, cnt, m, n, og, oa, ob, oz, rg, ra, rb
+    cdef int q
+    if j.by_cols:
         cnt = j.per if j.n - s > j.per else j.n - s
-        _ag_call(j, j.z + s * j.isz, j.g + s * j.isz, j.a + s * j.st[1] * j.isz,
-                 j.b + s * j.st[3] * j.isz, j.m, cnt)
-    else:                  # rows [s, s + cnt)
+        m, n = j.m, cnt
+        og, oa, ob, oz = s, s * j.st[1], s * j.st[3], s
+    else:
         cnt = j.per if j.m - s > j.per else j.m - s
-        _ag_call(j, j.z + (s * j.n if j.red == _RED_NONE else s) * j.isz,
-                 j.g + s * j.n * j.isz, j.a + s * j.st[0] * j.isz, j.b + s * j.st[2] * j.isz,
-                 cnt, j.n)
+        m, n = cnt, j.n
+        og, oa, ob = s * j.n, s * j.st[0], s * j.st[2]
+        oz = s * j.n if j.red == _RED_NONE else s
+    for ko in range(k0, k1):
+        r = ko
+        rg, ra, rb, x = og, oa, ob, oz
+        q = j.nk - 1
+        while q >= 0:
+            rg += (r % j.ksh[q]) * j.kst[4 * q]
+            ra += (r % j.ksh[q]) * j.kst[4 * q + 1]
+            rb += (r % j.ksh[q]) * j.kst[4 * q + 2]
+            x += (r % j.ksh[q]) * j.kst[4 * q + 3]
+            r //= j.ksh[q]
+            q -= 1
+        for ro in range(j.rcount):
+            _gs_block(j, ro, x, rg, ra, rb, m, n)
 
 
-cdef void _ag_run(_AGJob *j) noexcept nogil:
-    cdef Py_ssize_t total = j.m * j.n, per
+cdef inline void _gs_block(_GSJob *j, Py_ssize_t ro, Py_ssize_t oz, Py_ssize_t og,
+                           Py_ssize_t oa, Py_ssize_t ob, Py_ssize_t m, Py_ssize_t n) noexcept nogil:
+    """The block at summed outer index ro (element offsets of the kept index given)."""
+    cdef Py_ssize_t r = ro
+    cdef int q = j.nr - 1
+    while q >= 0:
+        og += (r % j.rsh[q]) * j.rst[3 * q]
+        oa += (r % j.rsh[q]) * j.rst[3 * q + 1]
+        ob += (r % j.rsh[q]) * j.rst[3 * q + 2]
+        r //= j.rsh[q]
+        q -= 1
+    cdef int red = j.red | (_RED_ACC if ro > 0 else 0)
+    if j.num == cnp.NPY_FLOAT:
+        lucid_bin_gradsumf(j.op, j.side, red, <float *>j.z + oz, <const float *>j.g + og,
+                           <const float *>j.a + oa if j.a != NULL else NULL,
+                           <const float *>j.b + ob if j.b != NULL else NULL, m, n, j.n, j.st)
+    else:
+        lucid_bin_gradsum(j.op, j.side, red, <double *>j.z + oz, <const double *>j.g + og,
+                          <const double *>j.a + oa if j.a != NULL else NULL,
+                          <const double *>j.b + ob if j.b != NULL else NULL, m, n, j.n, j.st)
+
+
+cdef void _gs_run(_GSJob *j) noexcept nogil:
+    cdef Py_ssize_t slice_ = j.rcount * j.m * j.n, total = j.kcount * slice_, target, ln
     cdef int nt = _threads_for(total)
     j.by_cols = j.red == _RED_ROWS or (j.red == _RED_NONE and j.m == 1)
+    ln = j.n if j.by_cols else j.m
+    j.kper, j.per, j.ninner = j.kcount, ln, 1
     if nt > 1:
-        per = _piece_len(total, nt)
-        if j.by_cols:      # whole multiples of 64 columns: each column runs the same code
-            j.per = ((per // j.m if per >= j.m else 1) + 63) // 64 * 64
-            nt = 1 if j.per >= j.n else nt
+        target = _piece_len(total, nt)
+        if slice_ <= target:           # whole kept slices per piece
+            j.kper = target // slice_
+        elif j.red != _RED_COLS or j.m > 1:     # one slice, a run of the block per piece
+            j.kper = 1
+            j.per = (ln * target + slice_ - 1) // slice_
+            if j.by_cols:              # whole multiples of 64 columns
+                j.per = (j.per + 63) // 64 * 64
+            j.ninner = (ln + j.per - 1) // j.per
         else:
-            j.per = per // j.n if per >= j.n else 1
-            nt = 1 if j.per >= j.m else nt
-    if nt <= 1:
-        _ag_call(j, j.z, j.g, j.a, j.b, j.m, j.n)
+            j.kper = 1
+    cdef Py_ssize_t pieces = (j.kcount + j.kper - 1) // j.kper * j.ninner, c
+    if nt <= 1 or pieces <= 1:
+        for c in range(pieces):
+            _gs_piece(j, c)
         return
-    _parallel_for(_ag_piece, j, ((j.n if j.by_cols else j.m) + j.per - 1) // j.per, nt)
-
-
-cdef int _shape_kind(tuple xs, tuple shape, int k):
-    """_kind_at for a shape: FULL / ROW / COL / ONE at the split k of `shape`, or -1."""
-    cdef int d = len(shape), off = d - len(xs), q
-    cdef Py_ssize_t xd, sd
-    cdef bint lo = True, lf = True, ro = True, rf = True
-    if off < 0:
-        return -1
-    for q in range(d):
-        xd = 1 if q < off else xs[q - off]
-        sd = shape[q]
-        if q < k:
-            lo = lo and xd == 1
-            lf = lf and xd == sd
-        else:
-            ro = ro and xd == 1
-            rf = rf and xd == sd
-    return _FULL if lf and rf else _ROW if lo and rf else _COL if lf and ro else \
-        _ONE if lo and ro else -1
+    _parallel_for(_gs_piece, j, pieces, nt)
 
 
 cdef object _ag_operand(object x, int num):
@@ -704,61 +736,107 @@ cdef object _ag_operand(object x, int num):
 
 cdef object _arith_backward(int op, cnp.ndarray g, object xa, object xb, tuple shape_a,
                             tuple shape_b, bint want_a, bint want_b):
-    """(grad_a, grad_b) of add / sub / mul / div (op: LH_ADD..LH_DIV), already summed to
-    each operand's shape (in g's dtype), or None where this layout or dtype is not
-    handled (the caller then runs the array formula)."""
+    """(grad_a, grad_b) of add / sub / mul / div / maximum / minimum (op: LH_ADD..LH_DIV,
+    _GS_MAXIMUM, _GS_MINIMUM), already summed to each operand's shape (in g's dtype), or
+    None where this layout or dtype is not handled (the caller then runs its other
+    route)."""
     cdef int num = cnp.PyArray_TYPE(g)
     if (num != cnp.NPY_FLOAT and num != cnp.NPY_DOUBLE) or cnp.PyArray_SIZE(g) == 0 or \
             not cnp.PyArray_IS_C_CONTIGUOUS(g) or not cnp.PyArray_ISALIGNED(g):
         return None
-    cdef bint need_a = want_b and op >= LH_MUL
-    cdef bint need_b = (want_a and op >= LH_MUL) or (want_b and op == LH_DIV)
+    cdef bint need_a = (want_b and op >= LH_MUL) or (want_a and op >= _GS_MAXIMUM)
+    cdef bint need_b = (want_a and op >= LH_MUL) or (want_b and (op == LH_DIV or op >= _GS_MAXIMUM))
     cdef object a = _ag_operand(xa, num) if need_a else None
     cdef object b = _ag_operand(xb, num) if need_b else None
     if (need_a and a is None) or (need_b and b is None):
         return None
     cdef tuple shape = _shp(g)
-    cdef int d = len(shape), k, q, ka = -1, kb = -1, side, kind
-    cdef _AGJob j
-    for k in range(d + 1):
-        ka = _shape_kind(shape_a, shape, k)
-        kb = _shape_kind(shape_b, shape, k)
-        if ka >= 0 and kb >= 0:
-            break
-    if ka < 0 or kb < 0:
+    cdef int d = len(shape), la = len(shape_a), lb = len(shape_b), q, k, L = 0, side, bit, cls
+    cdef Py_ssize_t G[_GS_MAX]
+    cdef int C[_GS_MAX]                # per group: bit 1 a is full there, bit 2 b is
+    cdef Py_ssize_t gs[_GS_MAX]
+    cdef Py_ssize_t xs[3 * _GS_MAX]    # element steps of a, b (0: broadcast) per group
+    cdef Py_ssize_t sd, xa_d, xb_d
+    if la > d or lb > d:
         return None
-    j.m = j.n = 1
     for q in range(d):
-        if q < k:
-            j.m *= <Py_ssize_t>shape[q]
+        sd = shape[q]
+        if sd == 1:
+            continue
+        xa_d = shape_a[q - d + la] if q >= d - la else 1
+        xb_d = shape_b[q - d + lb] if q >= d - lb else 1
+        cls = (1 if xa_d == sd else 0) | (2 if xb_d == sd else 0)
+        if L > 0 and C[L - 1] == cls:
+            G[L - 1] *= sd
+        elif L == _GS_MAX:
+            return None
         else:
-            j.n *= <Py_ssize_t>shape[q]
-    for side, kind in ((0, ka), (1, kb)):
-        j.st[2 * side] = j.n if kind == _FULL else (1 if kind == _COL else 0)
-        j.st[2 * side + 1] = 1 if kind <= _ROW else 0
-        if (side == 0 and not need_a) or (side == 1 and not need_b):
-            j.st[2 * side] = j.st[2 * side + 1] = 0
+            G[L], C[L] = sd, cls
+            L += 1
+    if L == 0:                          # one element
+        G[0], C[0], L = 1, 3, 1
+    cdef Py_ssize_t ps = 1, pa = 1, pb = 1
+    for k in range(L - 1, -1, -1):      # C-contiguous steps of g, a, b over the groups
+        gs[k] = ps
+        xs[2 * k] = pa if C[k] & 1 else 0
+        xs[2 * k + 1] = pb if C[k] & 2 else 0
+        ps *= G[k]
+        pa *= G[k] if C[k] & 1 else 1
+        pb *= G[k] if C[k] & 2 else 1
+    cdef _GSJob j
+    cdef int cm = C[L - 2] if L >= 2 else 3, cn = C[L - 1], nout = L - 2 if L >= 2 else 0
+    j.m, j.n = (G[L - 2] if L >= 2 else 1), G[L - 1]
+    j.st[0] = xs[2 * (L - 2)] if L >= 2 else 0
+    j.st[1] = 1 if cn & 1 else 0
+    j.st[2] = xs[2 * (L - 2) + 1] if L >= 2 else 0
+    j.st[3] = 1 if cn & 2 else 0
+    if not need_a:
+        j.st[0] = j.st[1] = 0
+    if not need_b:
+        j.st[2] = j.st[3] = 0
     j.op, j.num, j.isz = op, num, cnp.PyArray_ITEMSIZE(g)
     j.g = cnp.PyArray_BYTES(g)
     j.a = cnp.PyArray_BYTES(<cnp.ndarray>a) if need_a else NULL
     j.b = cnp.PyArray_BYTES(<cnp.ndarray>b) if need_b else NULL
     grads = [None, None]
     cdef cnp.ndarray z
-    for side, kind in ((0, ka), (1, kb)):
+    for side in range(2):
         if not (want_a if side == 0 else want_b):
             continue
+        bit = 1 << side
         j.side = side
-        j.red = _RED_NONE if kind == _FULL else _RED_ROWS if kind == _ROW else _RED_COLS
-        z = np.empty(shape if kind == _FULL else (j.n,) if kind == _ROW else (j.m,), g.dtype)
+        if cn & bit:
+            j.red = _RED_NONE if cm & bit else _RED_ROWS
+        elif cm & bit:
+            j.red = _RED_COLS
+        else:
+            return None                 # (merged groups never leave this)
+        j.nk = j.nr = 0
+        j.kcount = j.rcount = 1
+        for k in range(nout):
+            if C[k] & bit:
+                j.ksh[j.nk] = G[k]
+                j.kst[4 * j.nk] = gs[k]
+                j.kst[4 * j.nk + 1] = xs[2 * k] if need_a else 0
+                j.kst[4 * j.nk + 2] = xs[2 * k + 1] if need_b else 0
+                j.kst[4 * j.nk + 3] = xs[2 * k + side]
+                j.kcount *= G[k]
+                j.nk += 1
+            else:
+                j.rsh[j.nr] = G[k]
+                j.rst[3 * j.nr] = gs[k]
+                j.rst[3 * j.nr + 1] = xs[2 * k] if need_a else 0
+                j.rst[3 * j.nr + 2] = xs[2 * k + 1] if need_b else 0
+                j.rcount *= G[k]
+                j.nr += 1
+        z = np.empty(shape_a if side == 0 else shape_b, g.dtype)
         j.z = cnp.PyArray_BYTES(z)
-        if j.m * j.n < _NOGIL_MIN:
-            _ag_run(&j)
+        if j.kcount * j.rcount * j.m * j.n < _NOGIL_MIN:
+            _gs_run(&j)
         else:
             with nogil:
-                _ag_run(&j)
-        if kind == _ONE and j.m > 1:
-            z = _as_ndarray(np.add.reduce(z))      # the per-row sums, in order
-        grads[side] = z.reshape(shape_a if side == 0 else shape_b)
+                _gs_run(&j)
+        grads[side] = z
     return tuple(grads)
 
 
@@ -789,16 +867,17 @@ cdef class BinaryCPU(Kernel):
     cdef str name
     cdef int half_op                   # LH_ADD.. for lucid_half_binary, -1: none
     cdef const BinaryKernels *fwd      # add, sub, mul, div: lucid's forward for floats
+    cdef int gsum_op                   # the summing backward's op (_arith_backward), -1: none
 
     cdef object run2(self, object a, object b, DType dt, object params):
         if _is_half_code(dt.code):
             return self._run_half(a, b, dt, params)
         if self.k != NULL and dt.is_floating_point:
-            return _bin_forward(self.k, a, b)
+            return _bin_forward(self.k, a, b, self.gsum_op)
         if self.fwd != NULL and dt.is_floating_point and (params is None or (
                 type(params) is int and params == 1)) and _has_num(a, dt.typenum) \
                 and _has_num(b, dt.typenum):
-            return _bin_forward(self.fwd, a, b)
+            return _bin_forward(self.fwd, a, b, self.gsum_op)
         if params is not None and (isinstance(params, Tensor) or not _is_scalar(params)):
             raise TypeError(f"{self.name}(): alpha must be a number, got {type(params).__name__}")
         if params is not None and params != 1:          # add / sub's alpha
@@ -918,6 +997,8 @@ cdef BinaryCPU _binary_kernel(OpSchema s, object ufunc, const BinaryKernels *k, 
     c.half_op = (LH_ADD if ufunc is np.add else LH_SUB if ufunc is np.subtract else
                  LH_MUL if ufunc is np.multiply else LH_DIV if ufunc is np.true_divide else -1)
     c.array_formula = array_formula
+    c.gsum_op = (c.half_op if c.half_op >= 0 else _GS_MAXIMUM if ufunc is np.maximum else
+                 _GS_MINIMUM if ufunc is np.minimum else -1)
     c.fwd = (&_K_ARITH_ADD if ufunc is np.add else &_K_ARITH_SUB if ufunc is np.subtract else
              &_K_ARITH_MUL if ufunc is np.multiply else &_K_ARITH_DIV if ufunc is np.true_divide
              else NULL)
@@ -948,7 +1029,7 @@ cdef class BinaryBackward(Node):
     cdef readonly object _param
     cdef const BinaryKernels *_k
     cdef bint _array_formula
-    cdef int _arith                    # LH_ADD..LH_DIV: the C backward (_arith_backward)
+    cdef int _arith                    # the summing C backward's op (_arith_backward), or -1
 
     cdef void _setup(self, OpSchema s, tuple inputs, Tensor out, object params) except *:
         cdef BinaryCPU cpu = <BinaryCPU>s.cpu
@@ -957,7 +1038,7 @@ cdef class BinaryBackward(Node):
             self._k = cpu.k
             reads |= _READS_A | _READS_B
         self._array_formula = cpu.array_formula
-        self._arith = cpu.half_op if cpu.fwd != NULL else -1
+        self._arith = cpu.gsum_op
         a, b = inputs
         if isinstance(a, Tensor):
             self._shape_a = _shp((<Tensor>a)._data)
@@ -992,6 +1073,11 @@ cdef class BinaryBackward(Node):
     cdef inline bint _wants(self, int side):
         return self._next[side][0] is not None
 
+    cdef bint _summed(self, cnp.ndarray g):
+        """Is a wanted gradient summed over broadcast dims (an operand smaller than g)?"""
+        return (self._wants(0) and self._shape_a != _shp(g)) or \
+            (self._wants(1) and self._shape_b != _shp(g))
+
     cdef object _arr(self, int side):
         s = self._saved_a if side == 0 else self._saved_b
         if s is not None:
@@ -1015,12 +1101,12 @@ cdef class BinaryBackward(Node):
         return self._formula_of(g, self._ten(0), self._ten(1), out)
 
     cdef tuple _eager(self, cnp.ndarray g):
-        if self._k != NULL:
-            ga, gb = _bin_backward(self._k, g, self._arr(0), self._arr(1),
-                                   self._saved_out.data(self) if self._saved_out is not None else None,
-                                   self._wants(0), self._wants(1))
-        elif self._arith >= 0 and (self._param is None or (type(self._param) is int and
-                                                             self._param == 1)):
+        # add, sub, mul, div (alpha 1), and maximum / minimum where an operand was
+        # broadcast: one pass per gradient, summed as it goes (a fused kernel does both
+        # gradients of unbroadcast operands in one pass, so it keeps those)
+        if self._arith >= 0 and (self._param is None or (type(self._param) is int and
+                                                         self._param == 1)) \
+                and (self._k == NULL or self._summed(g)):
             r = _arith_backward(self._arith, g, self._arr(0), self._arr(1),
                                 self._shape_a if self._shape_a is not None else (),
                                 self._shape_b if self._shape_b is not None else (),
@@ -1029,9 +1115,10 @@ cdef class BinaryBackward(Node):
                 ga, gb = r
                 return (None if ga is None else _store(ga, self._dt_a),
                         None if gb is None else _store(gb, self._dt_b))
-            ga, gb = self._array_formula_of(
-                g, self._arr(0), self._arr(1),
-                self._saved_out.data(self) if self._saved_out is not None else None)
+        if self._k != NULL:
+            ga, gb = _bin_backward(self._k, g, self._arr(0), self._arr(1),
+                                   self._saved_out.data(self) if self._saved_out is not None else None,
+                                   self._wants(0), self._wants(1))
         elif self._array_formula:
             ga, gb = self._array_formula_of(
                 g, self._arr(0), self._arr(1),

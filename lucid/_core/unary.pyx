@@ -788,9 +788,47 @@ cdef int _combine_codes(int code, Tensor x, Tensor tb, object sb) except -1:
     return _result_code(probe, None, tb, None if tb is not None else sb)
 
 
+cdef object _clamp_numbers(Tensor x, object lo, object hi):
+    """clamp of a cpu float32 / float64 tensor (C-contiguous, aligned) by number bounds
+    (a float, an int or None): no promotion to work out and no arrays for the bounds,
+    which round to x's dtype as NumPy's cast does (out of range: an infinity). None
+    where this does not apply (the general route then runs)."""
+    cdef cnp.ndarray a = x._data
+    cdef int num = cnp.PyArray_TYPE(a)
+    cdef double dlo, dhi
+    cdef float flo, fhi
+    cdef _Job2D j
+    if x._mx is not None or (num != cnp.NPY_FLOAT and num != cnp.NPY_DOUBLE) or \
+            not (cnp.PyArray_IS_C_CONTIGUOUS(a) and cnp.PyArray_ISALIGNED(a)):
+        return None
+    try:
+        dlo = -np.inf if lo is None else float(lo)
+        dhi = np.inf if hi is None else float(hi)
+    except OverflowError:                   # an int beyond float64: the general route's error
+        return None
+    flo, fhi = <float>dlo, <float>dhi
+    j.nops, j.od, j.outer, j.m = 3, 0, 1, 1
+    j.n = cnp.PyArray_SIZE(a)
+    j.st[0], j.st[1], j.st[2], j.st[3], j.st[4], j.st[5] = j.n, 1, 0, 0, 0, 0
+    j.isz[0] = j.isz[1] = j.isz[2] = cnp.PyArray_ITEMSIZE(a)
+    j.p[0] = cnp.PyArray_BYTES(a)
+    j.p[1] = <const char *>&flo if num == cnp.NPY_FLOAT else <const char *>&dlo
+    j.p[2] = <const char *>&fhi if num == cnp.NPY_FLOAT else <const char *>&dhi
+    j.run = _clamp_run
+    cdef Tensor y = _wrap(_go2d(&j, _shp(a), num), x._dtype)
+    _record_clamp(x, None, None, lo, hi, y)
+    return y
+
+
 def clamp(input, min=None, max=None):
     """input limited to [min, max] (either bound may be None, a number or a tensor);
     where min > max the result is max, as PyTorch."""
+    if isinstance(input, Tensor) and (min is None or type(min) is float or type(min) is int) \
+            and (max is None or type(max) is float or type(max) is int) \
+            and (min is not None or max is not None):
+        r = _clamp_numbers(<Tensor>input, min, max)
+        if r is not None:
+            return r
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
     for arg, bound in (("min", min), ("max", max)):
@@ -833,10 +871,11 @@ def clamp(input, min=None, max=None):
         return yc
     r = a
     try:
-        if lo is not None:
-            r = np.where(np.isnan(r) if a.dtype.kind == "f" else False, r, np.maximum(r, lo))
-        if hi is not None:
-            r = np.where(np.isnan(r) if a.dtype.kind == "f" else False, r, np.minimum(r, hi))
+        with np.errstate(over="ignore"):    # a number bound beyond the dtype is an infinity
+            if lo is not None:
+                r = np.where(np.isnan(r) if a.dtype.kind == "f" else False, r, np.maximum(r, lo))
+            if hi is not None:
+                r = np.where(np.isnan(r) if a.dtype.kind == "f" else False, r, np.minimum(r, hi))
     except ValueError as e:
         raise ShapeError(f"clamp: bounds do not broadcast with the input: {e}") from None
     cdef cnp.ndarray out = _as_ndarray(r)

@@ -47,15 +47,23 @@ LV_SIMD_PAIR2(hypot)
     static inline float lv_##name##f(float a, float b) { typedef float T; body }  \
     static inline double lv_##name(double a, double b) { typedef double T; body }
 
-/* maximum / minimum as IEEE 754-2019 defines them (and PyTorch for nan): nan if
- * either operand is nan, and -0 < +0, so maximum(-0, +0) = +0 and minimum(-0, +0)
- * = -0 in either order. The compare-select returns b when b is nan; equal zeros
- * take a + b (max) or -(-a - b) (min), which carry exactly that sign (signbit
- * would keep gcc from vectorising the double loop). */
-LV_FN2(maximum, T r = a > b ? a : b; r = (a == b && a == 0) ? a + b : r; return a != a ? a : r;)
-LV_FN2(minimum, T r = a < b ? a : b; r = (a == b && a == 0) ? -(-a - b) : r; return a != a ? a : r;)
-#define LV_MAXIMUM(a, b) LV_GENERIC2(a, b, lv_maximumf, lv_maximum)
-#define LV_MINIMUM(a, b) LV_GENERIC2(a, b, lv_minimumf, lv_minimum)
+/* maximum / minimum: their forward is src/lucid_compare.c's 2-D arithmetic (where
+ * their IEEE 754-2019 semantics are written, once) over one row. */
+void lucid_arith2d_f32(int op, float *z, const float *a, const float *b, ptrdiff_t m,
+                       ptrdiff_t n, const ptrdiff_t *st);
+void lucid_arith2d_f64(int op, double *z, const double *a, const double *b, ptrdiff_t m,
+                       ptrdiff_t n, const ptrdiff_t *st);
+enum { LV_AR2D_MAXIMUM = 4, LV_AR2D_MINIMUM = 5 };      /* lucid_compare.c's op codes */
+#define LV_MINMAX_FWD(fname, T, a2d, code)                                      \
+    void fname(T *zp, const T *ap, const T *bp, const int *np, int bc)           \
+    {                                                                           \
+        const ptrdiff_t st[4] = {0, bc == LV_BC_A ? 0 : 1, 0, bc == LV_BC_B ? 0 : 1}; \
+        a2d(code, zp, ap, bp, 1, *np, st);                                      \
+    }
+LV_MINMAX_FWD(lucid_vmaximumf, float, lucid_arith2d_f32, LV_AR2D_MAXIMUM)
+LV_MINMAX_FWD(lucid_vmaximum, double, lucid_arith2d_f64, LV_AR2D_MAXIMUM)
+LV_MINMAX_FWD(lucid_vminimumf, float, lucid_arith2d_f32, LV_AR2D_MINIMUM)
+LV_MINMAX_FWD(lucid_vminimum, double, lucid_arith2d_f64, LV_AR2D_MINIMUM)
 
 /* log(e^a + e^b) = max + log1p(e^-|a - b|): no overflow, and e^-|a-b| <= 1. Equal
  * operands (the infinities included, where a - b is nan) give a + log 2. */
@@ -325,13 +333,14 @@ LV_LAE_FIX(lv_logaddexp_fix, double, 0.25)
 
 /* ---- the ops --------------------------------------------------------------- */
 
-/* Ties split the gradient evenly, as in PyTorch; a nan operand sends g to both. */
-LV_BIN_OP(maximum, LV_MAXIMUM(a, b), , , 0, 0,
-          a < b ? (T)0 : (a == b ? g * (T)0.5 : g),
-          a > b ? (T)0 : (a == b ? g * (T)0.5 : g))
-LV_BIN_OP(minimum, LV_MINIMUM(a, b), , , 0, 0,
-          a > b ? (T)0 : (a == b ? g * (T)0.5 : g),
-          a < b ? (T)0 : (a == b ? g * (T)0.5 : g))
+/* Ties split the gradient evenly, as in PyTorch; a nan operand sends g to both.
+ * (Named: the summing backward below uses the same expressions.) */
+#define LV_MAXIMUM_GA (a < b ? (T)0 : (a == b ? g * (T)0.5 : g))
+#define LV_MAXIMUM_GB (a > b ? (T)0 : (a == b ? g * (T)0.5 : g))
+LV_BIN_GRAD_FN(lucid_vmaximum_gradf, float, 0, 0, LV_MAXIMUM_GA, LV_MAXIMUM_GB)
+LV_BIN_GRAD_FN(lucid_vmaximum_grad, double, 0, 0, LV_MAXIMUM_GA, LV_MAXIMUM_GB)
+LV_BIN_GRAD_FN(lucid_vminimum_gradf, float, 0, 0, LV_MAXIMUM_GB, LV_MAXIMUM_GA)
+LV_BIN_GRAD_FN(lucid_vminimum_grad, double, 0, 0, LV_MAXIMUM_GB, LV_MAXIMUM_GA)
 /* d atan2(a, b) = (b da - a db) / (a^2 + b^2). vForce: vvatan2f(z, y, x, n) = atan2(y, x). */
 LV_BIN_OP(atan2, ATAN2(a, b), LV_VV(vvatan2f(zp, ap, bp, np)), LV_VV(vvatan2(zp, ap, bp, np)), 0, 0,
           g / (a * a + b * b) * b,
@@ -447,11 +456,12 @@ LV_CLONES void lucid_vneg(double *y, const double *x, const int *np)
     for (ptrdiff_t i = 0; i < n; i++) y[i] = -x[i];
 }
 
-/* ---- the backward of add, sub, mul and div, summed over the broadcast dims --------
+/* ---- the backward of add, sub, mul, div, maximum and minimum, summed over the
+ * broadcast dims --------------------------------------------------------------------
  *
- *     void lucid_arith_gradf(int op, int side, int red, float *z, const float *g,
- *                            const float *a, const float *b, ptrdiff_t m, ptrdiff_t n,
- *                            ptrdiff_t ld, const ptrdiff_t *st);
+ *     void lucid_bin_gradsumf(int op, int side, int red, float *z, const float *g,
+ *                             const float *a, const float *b, ptrdiff_t m, ptrdiff_t n,
+ *                             ptrdiff_t ld, const ptrdiff_t *st);
  *
  * g is m rows of n with row stride ld; a and b are read with a row step and a column
  * step each (st[0], st[1] for a, st[2], st[3] for b, in elements; the column step 0
@@ -459,64 +469,82 @@ LV_CLONES void lucid_vneg(double *y, const double *x, const int *np)
  * gradient of operand `side` (0: a, 1: b) element by element is the BINARY rows'
  * formula, the same operations in the same order:
  *     add  g, g     sub  g, -g     mul  g * b, g * a     div  g / b, -g * a / (b * b)
- * and `red` says where it goes, so one pass computes and sums it (a row operand's
- * gradient never exists at the output's size):
+ *     maximum, minimum  g, g / 2 or 0 by the comparison of a and b (LV_MAXIMUM_GA/GB)
+ * (IEEE operations and selects only: a vector lane and a scalar epilogue give the same
+ * bits, so no loop needs padding). `red & 3` says where an element e goes, so one pass
+ * computes and sums it (a row operand's gradient never exists at the output's size):
  *     LV_RED_NONE  z[i ld + j] = e          (a full operand)
  *     LV_RED_ROWS  z[j] = sum over i of e   (a row operand; rows added in order)
  *     LV_RED_COLS  z[i] = sum over j of e   (a column; LV_BLOCK lanes in double, then a
  *                                           fixed tree: float32 rounds once at the end)
- * A sum never depends on how a caller split the other axis among threads (callers
- * split columns at multiples of 64, so each column runs the same code either way).
+ * and `red & LV_RED_ACC` adds the result to z instead (z += ..., z[j] += row by row,
+ * z[i] = z[i] + the row's sum): an N-d caller (binary.pyx) runs the m x n block once
+ * per index of the outer dims the operand was broadcast along, in order, so its sum
+ * order follows from the shapes alone. A sum never depends on how a caller split the
+ * kept axis among threads.
  */
-enum { LV_ARITH_ADD, LV_ARITH_SUB, LV_ARITH_MUL, LV_ARITH_DIV };
-enum { LV_RED_NONE, LV_RED_ROWS, LV_RED_COLS };
+enum { LV_ARITH_ADD, LV_ARITH_SUB, LV_ARITH_MUL, LV_ARITH_DIV, LV_ARITH_MAXIMUM,
+       LV_ARITH_MINIMUM };
+enum { LV_RED_NONE, LV_RED_ROWS, LV_RED_COLS, LV_RED_ACC = 4 };
+
+#define LV_AG_ROW(T, CA, CB)                                                    \
+    const T *gr = gp + i * ld, *ar = ap + i * st[0], *br = bp + i * st[2];
+
+#define LV_AG_ELEM(T, CA, CB)                                                   \
+    T g = gr[j], a = ar[(CA) ? j : 0], b = br[(CB) ? j : 0];                    \
+    (void)a; (void)b;
 
 #define LV_AG_LOOP(T, CA, CB, E)                                                \
     do {                                                                        \
-        if (red == LV_RED_NONE) {                                               \
+        if (mode == LV_RED_NONE) {                                              \
             for (ptrdiff_t i = 0; i < m; i++) {                                 \
-                const T *gr = g + i * ld, *ar = a + i * st[0], *br = b + i * st[2]; \
+                LV_AG_ROW(T, CA, CB)                                            \
                 T *zr = z + i * ld;                                             \
-                _Pragma("omp simd")                                             \
-                for (ptrdiff_t j = 0; j < n; j++) {                             \
-                    T gv = gr[j], av = ar[(CA) ? j : 0], bv = br[(CB) ? j : 0]; \
-                    (void)av; (void)bv;                                         \
-                    zr[j] = (E);                                                \
+                if (acc) {                                                      \
+                    _Pragma("omp simd")                                         \
+                    for (ptrdiff_t j = 0; j < n; j++) {                         \
+                        LV_AG_ELEM(T, CA, CB)                                   \
+                        zr[j] += (E);                                           \
+                    }                                                           \
+                } else {                                                        \
+                    _Pragma("omp simd")                                         \
+                    for (ptrdiff_t j = 0; j < n; j++) {                         \
+                        LV_AG_ELEM(T, CA, CB)                                   \
+                        zr[j] = (E);                                            \
+                    }                                                           \
                 }                                                               \
             }                                                                   \
-        } else if (red == LV_RED_ROWS) {                                        \
+        } else if (mode == LV_RED_ROWS) {                                       \
             for (ptrdiff_t i = 0; i < m; i++) {                                 \
-                const T *gr = g + i * ld, *ar = a + i * st[0], *br = b + i * st[2]; \
+                LV_AG_ROW(T, CA, CB)                                            \
+                const int first = i == 0 && !acc;                              \
                 _Pragma("omp simd")                                             \
                 for (ptrdiff_t j = 0; j < n; j++) {                             \
-                    T gv = gr[j], av = ar[(CA) ? j : 0], bv = br[(CB) ? j : 0]; \
-                    (void)av; (void)bv;                                         \
+                    LV_AG_ELEM(T, CA, CB)                                       \
                     T e = (E);                                                  \
-                    z[j] = i == 0 ? e : z[j] + e;                               \
+                    z[j] = first ? e : z[j] + e;                                \
                 }                                                               \
             }                                                                   \
         } else {                                                                \
             for (ptrdiff_t i = 0; i < m; i++) {                                 \
-                const T *gr = g + i * ld, *ar = a + i * st[0], *br = b + i * st[2]; \
-                double acc[LV_BLOCK] = {0};                                     \
+                LV_AG_ROW(T, CA, CB)                                            \
+                double s[LV_BLOCK] = {0};                                       \
                 ptrdiff_t j0 = 0;                                               \
                 for (; j0 + LV_BLOCK <= n; j0 += LV_BLOCK) {                    \
                     _Pragma("omp simd")                                         \
                     for (int k = 0; k < LV_BLOCK; k++) {                        \
                         ptrdiff_t j = j0 + k;                                   \
-                        T gv = gr[j], av = ar[(CA) ? j : 0], bv = br[(CB) ? j : 0]; \
-                        (void)av; (void)bv;                                     \
-                        acc[k] += (double)(E);                                  \
+                        LV_AG_ELEM(T, CA, CB)                                   \
+                        s[k] += (double)(E);                                    \
                     }                                                           \
                 }                                                               \
                 for (ptrdiff_t j = j0; j < n; j++) {                            \
-                    T gv = gr[j], av = ar[(CA) ? j : 0], bv = br[(CB) ? j : 0]; \
-                    (void)av; (void)bv;                                         \
-                    acc[j - j0] += (double)(E);                                 \
+                    LV_AG_ELEM(T, CA, CB)                                       \
+                    s[j - j0] += (double)(E);                                   \
                 }                                                               \
                 for (int w = LV_BLOCK / 2; w > 0; w /= 2)                       \
-                    for (int k = 0; k < w; k++) acc[k] += acc[k + w];           \
-                z[i] = (T)acc[0];                                               \
+                    for (int k = 0; k < w; k++) s[k] += s[k + w];               \
+                z[i] = acc ? (T)((double)z[i] + s[0]) : (T)s[0];                \
             }                                                                   \
         }                                                                       \
     } while (0)
@@ -529,22 +557,28 @@ enum { LV_RED_NONE, LV_RED_ROWS, LV_RED_COLS };
     default: LV_AG_LOOP(T, 1, 1, E); break;                                     \
     }
 
-#define LV_ARITH_GRAD_FN(fname, T)                                              \
-    LV_CLONES void fname(int op, int side, int red, T *z, const T *g, const T *a, \
-                         const T *b, ptrdiff_t m, ptrdiff_t n, ptrdiff_t ld,    \
-                         const ptrdiff_t *st)                                   \
+#define LV_GRADSUM_FN(fname, TYPE)                                              \
+    LV_CLONES void fname(int op, int side, int red, TYPE *z, const TYPE *gp,    \
+                         const TYPE *ap, const TYPE *bp, ptrdiff_t m, ptrdiff_t n, \
+                         ptrdiff_t ld, const ptrdiff_t *st)                     \
     {                                                                           \
+        typedef TYPE T;                                                         \
         static const T zero = 0;                                                \
-        if (a == NULL) a = &zero;      /* an operand the formula does not read */ \
-        if (b == NULL) b = &zero;                                               \
+        const int mode = red & 3, acc = (red & LV_RED_ACC) != 0;                \
+        if (ap == NULL) ap = &zero;    /* an operand the formula does not read */ \
+        if (bp == NULL) bp = &zero;                                             \
         switch (op * 2 + side) {                                                \
-        case LV_ARITH_SUB * 2 + 1: LV_AG_STEPS(T, -gv); break;                  \
-        case LV_ARITH_MUL * 2: LV_AG_STEPS(T, gv * bv); break;                  \
-        case LV_ARITH_MUL * 2 + 1: LV_AG_STEPS(T, gv * av); break;              \
-        case LV_ARITH_DIV * 2: LV_AG_STEPS(T, gv / bv); break;                  \
-        case LV_ARITH_DIV * 2 + 1: LV_AG_STEPS(T, -gv * av / (bv * bv)); break; \
-        default: LV_AG_STEPS(T, gv); break;             /* add, and sub's a */  \
+        case LV_ARITH_SUB * 2 + 1: LV_AG_STEPS(T, -g); break;                   \
+        case LV_ARITH_MUL * 2: LV_AG_STEPS(T, g * b); break;                    \
+        case LV_ARITH_MUL * 2 + 1: LV_AG_STEPS(T, g * a); break;                \
+        case LV_ARITH_DIV * 2: LV_AG_STEPS(T, g / b); break;                    \
+        case LV_ARITH_DIV * 2 + 1: LV_AG_STEPS(T, -g * a / (b * b)); break;     \
+        case LV_ARITH_MAXIMUM * 2: case LV_ARITH_MINIMUM * 2 + 1:               \
+            LV_AG_STEPS(T, LV_MAXIMUM_GA); break;                               \
+        case LV_ARITH_MAXIMUM * 2 + 1: case LV_ARITH_MINIMUM * 2:               \
+            LV_AG_STEPS(T, LV_MAXIMUM_GB); break;                               \
+        default: LV_AG_STEPS(T, g); break;              /* add, and sub's a */  \
         }                                                                       \
     }
-LV_ARITH_GRAD_FN(lucid_arith_gradf, float)
-LV_ARITH_GRAD_FN(lucid_arith_grad, double)
+LV_GRADSUM_FN(lucid_bin_gradsumf, float)
+LV_GRADSUM_FN(lucid_bin_gradsum, double)

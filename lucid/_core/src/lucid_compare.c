@@ -19,8 +19,9 @@
  *     void lucid_arith2d_f32(int op, float *z, const float *a, const float *b,
  *                            ptrdiff_t m, ptrdiff_t n, const ptrdiff_t *st);
  *
- * The last (add, sub, mul, div) serves binary.pyx for broadcasts its own row planner
- * does not take, where a kernel call per short row would cost more than the row.
+ * The last (add, sub, mul, div, maximum, minimum) serves binary.pyx for the broadcasts
+ * (a kernel call per short row would cost more than the row), and is maximum's and
+ * minimum's forward everywhere.
  *
  * Every element is one comparison, select or IEEE operation of its own operands: a result never
  * depends on the array's length or on how a caller split rows (or the columns of a
@@ -146,9 +147,49 @@ LV_CLAMP_FN(lucid_clamp_f32, float)
 LV_CLAMP_FN(lucid_clamp_f64, double)
 
 /* ---- add, sub, mul, div: one correctly rounded operation per element, so the
- * results are those of the element-wise kernels of src/lucid_vforce.c ---- */
+ * results are those of the element-wise kernels of src/lucid_vforce.c; maximum and
+ * minimum (lucid_binary.c's forward runs these loops too) ---- */
 
-enum { LV_AR_ADD, LV_AR_SUB, LV_AR_MUL, LV_AR_DIV };
+enum { LV_AR_ADD, LV_AR_SUB, LV_AR_MUL, LV_AR_DIV, LV_AR_MAXIMUM, LV_AR_MINIMUM };
+
+/* maximum / minimum as IEEE 754-2019 defines them (and PyTorch for nan): nan if
+ * either operand is nan, and -0 < +0, so maximum(-0, +0) = +0 and minimum(-0, +0)
+ * = -0 in either order. `a > b ? a : b` and `b > a ? b : a` are one max instruction
+ * each; they agree unless a == b, where they are a and b, and the AND (max) or OR
+ * (min) of their bits is that value, or +0 / -0 for a pair of zeros. A nan operand
+ * gives a + b (that nan). No nested conditionals: gcc computes each select once,
+ * and one compare per vector remains (AVX-512's compares into mask registers share
+ * one port). */
+static inline float lv_bitsf(float x, float y, int or_)
+{
+    uint32_t u, v;
+    memcpy(&u, &x, sizeof u);
+    memcpy(&v, &y, sizeof v);
+    u = or_ ? u | v : u & v;
+    memcpy(&x, &u, sizeof u);
+    return x;
+}
+static inline double lv_bits(double x, double y, int or_)
+{
+    uint64_t u, v;
+    memcpy(&u, &x, sizeof u);
+    memcpy(&v, &y, sizeof v);
+    u = or_ ? u | v : u & v;
+    memcpy(&x, &u, sizeof u);
+    return x;
+}
+#define LV_MINMAX_FN(name, T, bits, CMP, OR)                                    \
+    static inline T name(T a, T b)                                              \
+    {                                                                           \
+        T r = bits(a CMP b ? a : b, b CMP a ? b : a, OR);                       \
+        return __builtin_isunordered(a, b) ? a + b : r;                         \
+    }
+LV_MINMAX_FN(lv_maximumf, float, lv_bitsf, >, 0)
+LV_MINMAX_FN(lv_maximum, double, lv_bits, >, 0)
+LV_MINMAX_FN(lv_minimumf, float, lv_bitsf, <, 1)
+LV_MINMAX_FN(lv_minimum, double, lv_bits, <, 1)
+#define LV_MAXIMUM(a, b) _Generic((a), float: lv_maximumf, default: lv_maximum)(a, b)
+#define LV_MINIMUM(a, b) _Generic((a), float: lv_minimumf, default: lv_minimum)(a, b)
 
 #define LV_ARITH_FN(fname, T)                                                   \
     LV_CLONES void fname(int op, T *z, const T *a, const T *b, ptrdiff_t m,      \
@@ -158,7 +199,9 @@ enum { LV_AR_ADD, LV_AR_SUB, LV_AR_MUL, LV_AR_DIV };
         case LV_AR_ADD: LV_SWITCH2(T, z, T, a, T, b, x0 + x1) break;            \
         case LV_AR_SUB: LV_SWITCH2(T, z, T, a, T, b, x0 - x1) break;            \
         case LV_AR_MUL: LV_SWITCH2(T, z, T, a, T, b, x0 * x1) break;            \
-        default: LV_SWITCH2(T, z, T, a, T, b, x0 / x1) break;                   \
+        case LV_AR_DIV: LV_SWITCH2(T, z, T, a, T, b, x0 / x1) break;            \
+        case LV_AR_MAXIMUM: LV_SWITCH2(T, z, T, a, T, b, LV_MAXIMUM(x0, x1)) break; \
+        default: LV_SWITCH2(T, z, T, a, T, b, LV_MINIMUM(x0, x1)) break;        \
         }                                                                       \
     }
 LV_ARITH_FN(lucid_arith2d_f32, float)
