@@ -99,6 +99,7 @@ static struct {
     long sched_tid;                /* the thread of the last schedstat reading, */
     long long sched_run, sched_wait;   /* its time on a CPU and waiting for one (ns) */
     long load_t;
+    long ncpu;                     /* online cores, read once */
     long long jobs_parallel, jobs_alone, jobs_lean;   /* how parallel jobs ran */
     int atfork_done;
     pthread_t tid[LUCID_POOL_MAX_THREADS];
@@ -154,6 +155,16 @@ static void wake_all(void)
     }
 }
 
+/* The CPU the calling thread runs on, or -1 where the OS does not say. */
+static int current_cpu(void)
+{
+#ifdef __linux__
+    return sched_getcpu();
+#else
+    return -1;
+#endif
+}
+
 /* Claim and run pieces of the current job, if worker `id` takes part in it. */
 static void help(int id)
 {
@@ -168,7 +179,7 @@ static void help(int id)
         atomic_thread_fence(memory_order_acquire);
         if (id >= helpers || (ptrdiff_t)k >= np) return;
         if (atomic_load_explicit(&P.lean, memory_order_relaxed) &&
-            sched_getcpu() == atomic_load_explicit(&P.caller_cpu, memory_order_relaxed))
+            current_cpu() == atomic_load_explicit(&P.caller_cpu, memory_order_relaxed))
             return;                    /* taking turns with the caller gains nothing */
         if (atomic_compare_exchange_weak_explicit(&P.state, &s, s + 1, memory_order_acq_rel,
                                                   memory_order_acquire)) {
@@ -293,17 +304,26 @@ void lucid_pool_counts(long long *parallel, long long *alone, long long *lean)
     pthread_mutex_unlock(&P.submit);
 }
 
+#ifdef __linux__
+/* The text of a small /proc file into buf (NUL-terminated): its length, or -1. */
+static ssize_t read_proc(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, size - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    return n;
+}
+#endif
+
 /* Runnable threads on the whole machine now (the caller included), or -1. */
 static int runnable_threads(void)
 {
 #ifdef __linux__
     char buf[160];
-    int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return -1;
-    buf[n] = 0;
+    if (read_proc("/proc/loadavg", buf, sizeof buf) < 0) return -1;
     char *p = buf;                        /* "0.52 0.58 0.59 3/467 12345" */
     for (int i = 0; i < 3 && p; i++) {
         p = strchr(p, ' ');
@@ -325,12 +345,7 @@ static void update_caller_waits(void)
 {
 #ifdef __linux__
     char buf[128];
-    int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return;
-    buf[n] = 0;
+    if (read_proc("/proc/thread-self/schedstat", buf, sizeof buf) < 0) return;
     char *end;
     long long run = strtoll(buf, &end, 10), wait = strtoll(end, NULL, 10);
     long tid = (long)syscall(SYS_gettid);
@@ -354,7 +369,8 @@ static int free_cores_locked(void)
     if (P.load_t != 0 && t - P.load_t < (P.confirming ? LP_CONFIRM_NS : LP_LOAD_NS))
         return P.free_cores;
     int running = runnable_threads();
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (P.ncpu == 0) P.ncpu = sysconf(_SC_NPROCESSORS_ONLN);   /* it reads a file too */
+    long ncpu = P.ncpu;
     int free = INT_MAX;
     if (running >= 0 && ncpu >= 1) {
         /* A worker that is going to sleep or was just woken may be runnable while
@@ -395,7 +411,7 @@ void lucid_pool_run(lucid_piece_fn fn, void *ctx, ptrdiff_t npieces, int nthread
     int free = free_cores_locked();
     int lean = free <= 0 && P.caller_waits;
     if (lean)
-        atomic_store_explicit(&P.caller_cpu, sched_getcpu(), memory_order_relaxed);
+        atomic_store_explicit(&P.caller_cpu, current_cpu(), memory_order_relaxed);
     else if (helpers > free)
         helpers = free > 0 ? free : 0;
     atomic_store_explicit(&P.lean, lean, memory_order_relaxed);
