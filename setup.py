@@ -9,8 +9,8 @@ Environment switches:
   LUCID_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer (alignment checks
                     included), -O1 -g; run with libasan preloaded (README, "Development")
 """
-import glob
 import os
+import re
 import runpy
 import sys
 
@@ -90,12 +90,38 @@ c_flags += ["-O0", "-g"] if DEBUG else (SAN_FLAGS if SANITIZE else ["-O3"])
 extra_link += SAN_FLAGS[:1]
 libraries = ["mvec", "m"] if sys.platform.startswith("linux") else []
 
-# Headers: a change to one rebuilds the C sources.
-headers = sorted(glob.glob(os.path.join(CORE, "include", "*.h")) +
-                 glob.glob(os.path.join(SRC, "*.h")))
+# Rebuild dependencies: the headers a file reaches through `#include "..."`, `cdef
+# extern from "..."` and Cython `include "..."` lines (found in the including file's
+# folder, include/ or src/), so a changed header rebuilds only what uses it.
+_INCLUDE = re.compile(r'^\s*(?:#\s*include|cdef\s+extern\s+from|include)\s+"([^"]+)"', re.M)
+
+
+def _reaches(path, seen=None):
+    seen = set() if seen is None else seen
+    with open(path) as f:
+        names = _INCLUDE.findall(f.read())
+    for name in names:
+        for d in (os.path.dirname(path), os.path.join(CORE, "include"), SRC):
+            dep = os.path.join(d, name)
+            if os.path.exists(dep):
+                if dep not in seen:
+                    seen.add(dep)
+                    _reaches(dep, seen)
+                break
+    return seen
+
+
+def _deps(*paths):
+    out = set()
+    for p in paths:
+        _reaches(p, out)
+    return sorted(out)
+
 
 kernel_libraries = [
-    (lib, {"sources": [os.path.join(SRC, c) for c in files], "obj_deps": {"": headers},
+    (lib, {"sources": [os.path.join(SRC, c) for c in files],
+           "obj_deps": {"": [], **{os.path.join(SRC, c): _deps(os.path.join(SRC, c))
+                                   for c in files}},
            "include_dirs": [os.path.join(CORE, "include")], "cflags": c_flags})
     for lib, files in KERNELS.items()
 ]
@@ -109,8 +135,8 @@ extensions = [
     Extension(
         f"lucid._core.{name}",
         sources=[os.path.join(CORE, f"{name}.pyx")],
-        # its kernels' sources too: a changed kernel relinks the module
-        depends=headers + [os.path.join(SRC, c) for lb in _libs(lib) for c in KERNELS[lb]],
+        # the headers it declares (its kernel libraries relink it: build_ext below)
+        depends=_deps(os.path.join(CORE, f"{name}.pyx"), os.path.join(CORE, "core.pxd")),
         include_dirs=[os.path.join(CORE, "include"), np.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=c_flags,

@@ -101,6 +101,91 @@ def test_long_rows_with_special_values_match_torch(op, dtype):
                                rtol=1e-5, atol=1e-6, equal_nan=True)
 
 
+def _wide_rows(n, seed):
+    """float32 rows whose values below the row's max span (-110, 0]: exp of the shifted
+    values runs through normal, subnormal and zero results (and some -inf entries)."""
+    rng = np.random.default_rng(seed)
+    a = np.empty((8, n), np.float32)
+    a[0] = rng.uniform(-3, 3, n)                    # every shifted value in the fast range
+    a[1] = rng.uniform(-110, 0, n)                  # subnormal and zero exps
+    a[2] = rng.uniform(-95, -80, n)                 # around the smallest normal
+    a[3] = rng.uniform(-3, 3, n)
+    a[3, 1::7] = -np.inf
+    a[4] = rng.uniform(-86.5, 0, n)                 # at the fast path's bound
+    a[5] = rng.uniform(-40, 40, n)                  # a large positive max
+    a[6] = rng.uniform(-1e4, 0, n)
+    a[7] = rng.uniform(-3, 3, n) - 200              # every value far from 0
+    return a
+
+
+def _ulp32(v):
+    """The spacing of float32 at |v| (at least the smallest subnormal)."""
+    return np.spacing(np.abs(v).astype(np.float32)).astype(np.float64)
+
+
+@pytest.mark.parametrize("n", [1, 5, 16, 100, 257, 1000])
+def test_float32_exp_family_over_the_whole_exp_range(n, threads):
+    """float32 softmax, log_softmax and logsumexp (and their backward) where exp gives
+    normal, subnormal and zero results, against float64 NumPy, within a few float32
+    ulps (softmax: exp, the sum and the scale each round once)."""
+    a = _wide_rows(n, seed=n)
+    x64 = a.astype(np.float64)
+    lse = _np_lse(x64, 1)
+    want_sm = np.exp(x64 - lse)
+    (sm, lsm, ls) = _bitwise_across_threads(lambda: [
+        lucid.softmax(lucid.tensor(a), 1).numpy(), lucid.log_softmax(lucid.tensor(a), 1).numpy(),
+        lucid.logsumexp(lucid.tensor(a), 1).numpy()])
+    # x - max rounds to float32 first (as in torch): a relative error of |x - max| 2^-24
+    d = np.abs(x64 - x64.max(1, keepdims=True))
+    d[~np.isfinite(d)] = 0
+    err = np.abs(sm - want_sm)
+    bound = (4 + d) * _ulp32(want_sm) + 2.0 ** -148
+    assert np.all(err <= bound), float(np.max(err / bound))
+    np.testing.assert_allclose(ls, lse[:, 0], rtol=2e-7)
+    # log_softmax: (x - max) - log(sum), each of the three rounded once, and the sum's
+    # float32 lanes (a relative error of a few 2^-24: that much absolute in its log)
+    want_lsm = x64 - lse
+    m = x64.max(1, keepdims=True)
+    fin = np.isfinite(want_lsm)
+    assert np.array_equal(lsm[~fin], want_lsm[~fin])
+    bound = 2 * (_ulp32(x64 - m) + _ulp32(lse - m) + _ulp32(want_lsm)) + 2.0 ** -21
+    assert np.all(np.abs(lsm - want_lsm)[fin] <= bound[fin])
+    # backward: log_softmax's g - exp(y) sum(g), logsumexp's g exp(x - lse)
+    w = _data(a.shape, np.float32, seed=1)
+    x = lucid.tensor(a, requires_grad=True)
+    (lucid.log_softmax(x, 1) * lucid.tensor(w)).sum().backward()
+    w64 = w.astype(np.float64)
+    want = w64 - want_sm * w64.sum(1, keepdims=True)
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(x.grad.numpy()[fin], want[fin],
+                               rtol=1e-5, atol=1e-6 * np.abs(w64).sum())
+    x = lucid.tensor(a, requires_grad=True)
+    wl = w[:, :1].copy()
+    (lucid.logsumexp(x, 1) * lucid.tensor(wl[:, 0])).sum().backward()
+    d = x64 - ls.astype(np.float64)[:, None]
+    want = wl.astype(np.float64) * np.exp(d)
+    d[~np.isfinite(d)] = 0
+    err = np.abs(x.grad.numpy() - want)
+    assert np.all(err <= (4 + np.abs(d)) * _ulp32(want) + 2.0 ** -148)
+
+
+def test_float32_exp_bounds_do_not_change_other_elements():
+    """The float32 exps take a fast form unless some value of the run is beyond |86|,
+    and then a full form for the whole run: both give the same exp where both apply, so
+    a far-off element changes no other result (its own exp is 0 against a sum >= 1)."""
+    a = _data((4, 100), np.float32, seed=2)
+    near, far = a.copy(), a.copy()
+    near[:, 7] = near.max(1) - 30         # exp 1e-13: the fast form for the whole row
+    far[:, 7] = far.max(1) - 300          # exp 0: the full form for the whole row
+    for op in ("softmax", "log_softmax"):
+        yn = FAMILY[op][0](lucid.tensor(near), 1).numpy()
+        yf = FAMILY[op][0](lucid.tensor(far), 1).numpy()
+        keep = np.arange(100) != 7
+        assert yn[:, keep].tobytes() == yf[:, keep].tobytes(), op
+    assert (lucid.logsumexp(lucid.tensor(near), 1).numpy().tobytes()
+            == lucid.logsumexp(lucid.tensor(far), 1).numpy().tobytes())
+
+
 LAYOUTS = [((300, 517), 1), ((517, 300), 0), ((6, 301, 37), 1), ((10, 100), 1), ((3, 20001), 1)]
 
 

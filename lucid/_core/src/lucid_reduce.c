@@ -14,6 +14,7 @@
 #include "lucid_simd.h"   /* LV_CLONES */
 
 LV_SIMD_PAIR(exp)
+LV_SIMD_DECL(double, log, double)
 
 /* ---- reductions -------------------------------------------------------- */
 
@@ -280,6 +281,7 @@ static double lr_product(const double *a, ptrdiff_t n)
 #define T float
 #define IT int32_t
 #define LR_GENERIC_VEC 1
+#define LR_POLY_EXP 1
 #define LR(name) lr_##name##f
 #define LR_SUM_ID(f) lucid_sumf_##f
 #define LR_SUM_SQ(f) lr_sumsqf_##f
@@ -289,6 +291,7 @@ static double lr_product(const double *a, ptrdiff_t n)
 #undef T
 #undef IT
 #undef LR_GENERIC_VEC
+#undef LR_POLY_EXP
 #undef LR
 #undef LR_SUM_ID
 #undef LR_SUM_SQ
@@ -298,6 +301,7 @@ static double lr_product(const double *a, ptrdiff_t n)
 #define T double
 #define IT int64_t
 #define LR_GENERIC_VEC 0
+#define LR_POLY_EXP 0
 #define LR(name) lr_##name
 #define LR_SUM_ID(f) lucid_sum_##f
 #define LR_SUM_SQ(f) lr_sumsq_##f
@@ -307,6 +311,7 @@ static double lr_product(const double *a, ptrdiff_t n)
 #undef T
 #undef IT
 #undef LR_GENERIC_VEC
+#undef LR_POLY_EXP
 #undef LR
 #undef LR_SUM_ID
 #undef LR_SUM_SQ

@@ -209,23 +209,135 @@ static T LR(shift_op)(T m, int op) { return op == LR_LSE ? LR(shift)(m) : m; }
 #define LR_STORE_EXP(k) y[k] = v
 #define LR_STORE_SHIFT(k) y[k] = d
 
+#if LR_POLY_EXP
+/* float: exp inline, as 16 lanes of gcc's generic vectors (no call per vector into
+ * libmvec, whose calls also spill every register). exp(x) = 2^n exp(r) with
+ * n = rint(x / ln 2) (the 1.5 * 2^23 rounding trick: n ends up in t's low bits),
+ * r = x - n ln 2 in two parts (the first part's product is exact), and exp(r) on
+ * |r| <= ln(2)/2 by a degree-6 polynomial (1 + r + c2 r^2 + ... + c6 r^6; c2..c6
+ * fitted here for the least largest relative error, 4e-9). Fast form (full = 0):
+ * 2^n added to the exponent bits of exp(r), exact while the result is normal, i.e.
+ * for |x| <= 86; lanes outside that are flagged in *bad and the caller redoes the run
+ * with full = 1: x clamped to [-104, 89] (exp gives 0 and inf beyond) and 2^n applied
+ * as two normal factors, which rounds subnormal results once. Both forms give the
+ * same value wherever the fast one applies. Accuracy over every float: at most 0.91
+ * ulp with fused multiply-adds (the AVX2 and AVX-512 clones), 1.17 ulp without;
+ * 99.5% of results correctly rounded. */
+#define LR_SPLAT(v) ((LR(vec)){v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v})
+static inline __attribute__((always_inline)) LR(vec) LR(vexp)(LR(vec) x, LR(msk) *bad,
+                                                             int full)
+{
+    if (full) {
+        LR(msk) k = x > LR_SPLAT(89.0f);
+        x = LR_SEL(k, LR_SPLAT(89.0f), x);
+        k = x < LR_SPLAT(-104.0f);
+        x = LR_SEL(k, LR_SPLAT(-104.0f), x);
+    } else {
+        LR(vec) ax = (LR(vec))((LR(msk))x & 0x7fffffff);
+        *bad |= ~(ax <= LR_SPLAT(86.0f));
+    }
+    const LR(vec) magic = LR_SPLAT(0x1.8p23f);
+    LR(vec) t = x * LR_SPLAT(0x1.715476p+0f) + magic;
+    LR(vec) n = t - magic;
+    LR(vec) r = x - n * LR_SPLAT(0x1.62e4p-1f);
+    r = r - n * LR_SPLAT(0x1.7f7d1cp-20f);
+    LR(vec) e = LR_SPLAT(0x1.6a2454p-10f);
+    e = e * r + LR_SPLAT(0x1.1239d4p-7f);
+    e = e * r + LR_SPLAT(0x1.5558f2p-5f);
+    e = e * r + LR_SPLAT(0x1.555492p-3f);
+    e = e * r + LR_SPLAT(0x1.fffffcp-2f);
+    e = e * r + LR_SPLAT(1.0f);
+    e = e * r + LR_SPLAT(1.0f);
+    if (!full) return (LR(vec))((LR(msk))e + ((LR(msk))t << 23));
+    LR(msk) ni = (LR(msk))t - (LR(msk))magic, n1 = ni >> 1, n2 = ni - n1;
+    return e * (LR(vec))((n1 + 127) << 23) * (LR(vec))((n2 + 127) << 23);
+}
+
+static inline int LR(anylane)(LR(msk) k)
+{
+    IT a = 0;
+    for (int l = 0; l < 16; l++) a |= k[l];
+    return a != 0;
+}
+
+/* The exp sum of LR_EXPSUM_BODY (store: 0 none, 1 y = exp(x - m), 2 y = x - m) in
+ * the same order: 16 lanes, each block of 256 folded pairwise and added in double; the
+ * last partial vector, padded with m, joins the last block's lanes (its padding
+ * masked to 0). */
+static inline __attribute__((always_inline)) double LR(pexpsum)(const T *x, T *y,
+                                                                ptrdiff_t n, T m, int over,
+                                                                int store, int full,
+                                                                LR(msk) *bad)
+{
+    const LR(msk) lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const LR(vec) mv = LR_SPLAT(m);
+    double acc = 0;
+    for (ptrdiff_t b = 0; b < n; b += 256) {
+        ptrdiff_t e = n - b < 256 ? n : b + 256, i = b;
+        LR(vec) s = LR_SPLAT(0.0f), v, d, ev;
+        for (; i + 16 <= e; i += 16) {
+            memcpy(&v, x + i, sizeof v);
+            d = v - mv;
+            ev = LR(vexp)(d, bad, full);
+            if (store == 1) memcpy(y + i, &ev, sizeof ev);
+            if (store == 2) memcpy(y + i, &d, sizeof d);
+            s += ev;
+        }
+        if (i < e) {
+            int rest = (int)(e - i);
+            LR(msk) k = lane < rest;
+            if (over) {
+                memcpy(&v, x + i, sizeof v);
+            } else {
+                T xb[16];
+                for (int l = 0; l < 16; l++) xb[l] = l < rest ? x[i + l] : m;
+                memcpy(&v, xb, sizeof v);
+            }
+            d = LR_SEL(k, v, mv) - mv;
+            ev = LR(vexp)(d, bad, full);
+            for (int l = 0; l < rest && store; l++) y[i + l] = store == 1 ? ev[l] : d[l];
+            s += LR_SEL(k, ev, LR_SPLAT(0.0f));
+        }
+        LR_FOLDV(s, LR_C_ADD);
+        acc += s[0];
+    }
+    return acc;
+}
+
+#define LR_PEXP_BODY(y, store)                                                   \
+    LR(msk) bad = {0};                                                           \
+    double s = LR(pexpsum)(x, y, n, m, over, store, 0, &bad);                    \
+    if (LR(anylane)(bad)) s = LR(pexpsum)(x, y, n, m, over, store, 1, &bad);     \
+    return s;
+#define LR_EXPSUM_NONE LR_PEXP_BODY(NULL, 0)
+#define LR_EXPSUM_EXP LR_PEXP_BODY(y, 1)
+#define LR_EXPSUM_SHIFT LR_PEXP_BODY(y, 2)
+#else
+#define LR_EXPSUM_NONE LR_EXPSUM_BODY(LR_STORE_NONE)
+#define LR_EXPSUM_EXP LR_EXPSUM_BODY(LR_STORE_EXP)
+#define LR_EXPSUM_SHIFT LR_EXPSUM_BODY(LR_STORE_SHIFT)
+#endif
+
 /* sum(exp(x - m)). */
 LV_CLONES static double LR(sumexp)(const T *x, ptrdiff_t n, T m, int over)
 {
-    LR_EXPSUM_BODY(LR_STORE_NONE)
+    LR_EXPSUM_NONE
 }
 
 /* y = exp(x - m); returns sum(y), summed as sumexp does. */
 LV_CLONES static double LR(expwrite)(const T *x, T *y, ptrdiff_t n, T m, int over)
 {
-    LR_EXPSUM_BODY(LR_STORE_EXP)
+    LR_EXPSUM_EXP
 }
 
 /* y = x - m; returns sum(exp(y)), summed as sumexp does. */
 LV_CLONES static double LR(shiftwrite)(const T *x, T *y, ptrdiff_t n, T m, int over)
 {
-    LR_EXPSUM_BODY(LR_STORE_SHIFT)
+    LR_EXPSUM_SHIFT
 }
+#undef LR_EXPSUM_NONE
+#undef LR_EXPSUM_EXP
+#undef LR_EXPSUM_SHIFT
 
 /* The product of x[0:n] in double: 16 lanes (two vectors of 8 doubles, kept in
  * registers), the last partial 16 padded with 1, folded pairwise. over: x[n:n + 16]
@@ -405,43 +517,123 @@ static void LR(softmax_row)(const T *x, T *y, ptrdiff_t n, int over)
     }
 }
 
-/* sum(a b) over [0:n] (b == NULL: sum(a)) in double: 16 lanes, the last partial 16
- * padded with 0, folded pairwise; the order depends on n only. */
-LV_CLONES static double LR(dot)(const T *a, const T *b, ptrdiff_t n)
+/* sum(a b) over [0:n] (b == NULL: sum(a)) in double: 16 lanes (two vectors of 8
+ * doubles), the last partial 16 padded with 0, folded pairwise; the order depends on
+ * n only. over: a[n:n + 16] and b[n:n + 16] may be read (the last vector is read in
+ * place; a copy through the stack costs a store-forwarding stall per row). */
+LV_CLONES static double LR(dot)(const T *a, const T *b, ptrdiff_t n, int over)
 {
-    double acc[16] = {0};
+    const LR(m8) lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    const LR(dv8) zero = {0, 0, 0, 0, 0, 0, 0, 0}, one = {1, 1, 1, 1, 1, 1, 1, 1};
+    LR(dv8) s0 = zero, s1 = zero, u0, u1, v0 = one, v1 = one;
     ptrdiff_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        _Pragma("omp simd")
-        for (int l = 0; l < 16; l++) acc[l] += (double)a[i + l] * (b ? (double)b[i + l] : 1.0);
+        LR(load16d)(a + i, &u0, &u1);
+        if (b) LR(load16d)(b + i, &v0, &v1);
+        s0 += u0 * v0;
+        s1 += u1 * v1;
     }
-    for (int l = 0; i + l < n; l++) acc[l] += (double)a[i + l] * (b ? (double)b[i + l] : 1.0);
-    for (int h = 8; h >= 1; h /= 2)
-        for (int l = 0; l < h; l++) acc[l] += acc[l + h];
-    return acc[0];
+    if (i < n) {
+        ptrdiff_t rest = n - i;
+        if (over) {
+            LR(load16d)(a + i, &u0, &u1);
+            if (b) LR(load16d)(b + i, &v0, &v1);
+        } else {
+            T t[16], w[16];
+            for (int l = 0; l < 16; l++) {
+                t[l] = l < rest ? a[i + l] : 0;
+                w[l] = l < rest && b ? b[i + l] : 1;
+            }
+            LR(load16d)(t, &u0, &u1);
+            LR(load16d)(w, &v0, &v1);
+        }
+        LR(m8) k0 = lane < rest, k1 = lane + 8 < rest;
+        s0 += (LR(dv8))(k0 & (LR(m8))(u0 * v0));
+        s1 += (LR(dv8))(k1 & (LR(m8))(u1 * v1));
+    }
+    s0 += s1;
+    s0 += __builtin_shuffle(s0, (LR(m8)){4, 5, 6, 7, 4, 5, 6, 7});
+    s0 += __builtin_shuffle(s0, (LR(m8)){2, 3, 2, 3, 2, 3, 2, 3});
+    return s0[0] + s0[1];
 }
 
 /* The fused backward of a row: softmax (y = the output): y (g - sum(g y));
  * log_softmax (y = the output): g - exp(y) sum(g); logsumexp: g exp(x - lse) with
  * the row's scalars g, lse. */
-LV_CLONES static void LR(smxbwd)(const T *y, const T *g, T *out, ptrdiff_t n)
+LV_CLONES static void LR(smxbwd)(const T *y, const T *g, T *out, ptrdiff_t n, int over)
 {
-    T d = (T)LR(dot)(g, y, n);
+    T d = (T)LR(dot)(g, y, n, over);
     _Pragma("omp simd")
     for (ptrdiff_t i = 0; i < n; i++) out[i] = y[i] * (g[i] - d);
 }
 
-LV_CLONES static void LR(lsmbwd)(const T *y, const T *g, T *out, ptrdiff_t n)
+#if LR_POLY_EXP
+/* out = gv + a exp(x - c) (gv == NULL: a exp(x - c)) over [0:n] with LR(vexp). The
+ * last partial vector: over, x[n:n + 16] and gv[n:n + 16] may be read, so it is read
+ * in place and its padding selected away; else it goes through a copy. The caller
+ * redoes the run with full = 1 when *bad flags a lane (out is never x or gv: the
+ * kernels write fresh arrays). */
+static inline __attribute__((always_inline)) void LR(pexpmap)(const T *x, const T *gv, T a,
+                                                              T c, T *out, ptrdiff_t n,
+                                                              int over, int full,
+                                                              LR(msk) *bad)
 {
-    T sg = (T)LR(dot)(g, NULL, n);
+    const LR(msk) lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const LR(vec) av = LR_SPLAT(a), cv = LR_SPLAT(c);
+    LR(vec) v, g = LR_SPLAT(0.0f), e;
+    for (ptrdiff_t i = 0; i < n; i += 16) {
+        int rest = n - i < 16 ? (int)(n - i) : 16;
+        if (rest == 16 || over) {
+            memcpy(&v, x + i, sizeof v);
+            if (gv) memcpy(&g, gv + i, sizeof g);
+            if (rest < 16) {
+                LR(msk) k = lane < rest;
+                v = LR_SEL(k, v, cv);
+                g = LR_SEL(k, g, LR_SPLAT(0.0f));
+            }
+        } else {
+            T xb[16], gb[16];
+            for (int l = 0; l < 16; l++) {
+                xb[l] = l < rest ? x[i + l] : c;
+                gb[l] = l < rest && gv ? gv[i + l] : 0;
+            }
+            memcpy(&v, xb, sizeof v);
+            memcpy(&g, gb, sizeof g);
+        }
+        e = LR(vexp)(v - cv, bad, full);
+        e = gv ? g + av * e : av * e;
+        if (rest == 16) memcpy(out + i, &e, sizeof e);
+        else for (int l = 0; l < rest; l++) out[i + l] = e[l];
+    }
+}
+#define LR_EXPMAP(x, gv, a, c, out, n)                                           \
+    do {                                                                         \
+        LR(msk) bad_ = {0};                                                      \
+        LR(pexpmap)(x, gv, a, c, out, n, over, 0, &bad_);                        \
+        if (LR(anylane)(bad_)) LR(pexpmap)(x, gv, a, c, out, n, over, 1, &bad_); \
+    } while (0)
+#endif
+
+LV_CLONES static void LR(lsmbwd)(const T *y, const T *g, T *out, ptrdiff_t n, int over)
+{
+    T sg = (T)LR(dot)(g, NULL, n, over);
+#if LR_POLY_EXP
+    LR_EXPMAP(y, g, -sg, (T)0, out, n);
+#else
     _Pragma("omp simd")
     for (ptrdiff_t i = 0; i < n; i++) out[i] = g[i] - EXPT(y[i]) * sg;
+#endif
 }
 
-LV_CLONES static void LR(lsebwd)(const T *x, T g, T lse, T *out, ptrdiff_t n)
+LV_CLONES static void LR(lsebwd)(const T *x, T g, T lse, T *out, ptrdiff_t n, int over)
 {
+    (void)over;
+#if LR_POLY_EXP
+    LR_EXPMAP(x, NULL, g, lse, out, n);
+#else
     _Pragma("omp simd")
     for (ptrdiff_t i = 0; i < n; i++) out[i] = g * EXPT(x[i] - lse);
+#endif
 }
 
 /* An 8x8 block of doubles transposed in place (v[j][k] <-> v[k][j]): three rounds
@@ -541,39 +733,17 @@ static void LR(row)(const lucid_red_plan *p, ptrdiff_t r)
                                : LR(minrun)(x, L, p->idx ? &at : NULL);
         if (p->idx) p->idx[r] = at;
         break;
-    case LR_LSE: {
-        T m;
-        double s;
-        if (LR(maxsumexp)(x, L, &m, &s, over) != 0) {
-            m = LR(shift)(LR(maxrun)(x, L, NULL));
-            s = LR(sumexp)(x, L, m, over);
-        }
-        y[r] = (T)(log(s) + (double)m);
-        break;
-    }
     case LR_SOFTMAX:
         LR(softmax_row)(x, y + r * L, L, over);
         break;
-    case LR_LOGSOFTMAX: {
-        T m;
-        double s;
-        if (LR(maxsumexp)(x, L, &m, &s, over) == 0) {
-            LR(lsmwrite)(x, y + r * L, L, m, (T)log(s));
-        } else {
-            m = LR(maxrun)(x, L, NULL);
-            s = LR(shiftwrite)(x, y + r * L, L, m, over);
-            LR(addc)(y + r * L, L, (T)(-log(s)));
-        }
-        break;
-    }
     case LR_SOFTMAX_BWD:
-        LR(smxbwd)(x, (const T *)p->g + r * L, y + r * L, L);
+        LR(smxbwd)(x, (const T *)p->g + r * L, y + r * L, L, over);
         break;
     case LR_LOGSOFTMAX_BWD:
-        LR(lsmbwd)(x, (const T *)p->g + r * L, y + r * L, L);
+        LR(lsmbwd)(x, (const T *)p->g + r * L, y + r * L, L, over);
         break;
     case LR_LSE_BWD:
-        LR(lsebwd)(x, ((const T *)p->g)[r], ((const T *)p->center)[r], y + r * L, L);
+        LR(lsebwd)(x, ((const T *)p->g)[r], ((const T *)p->center)[r], y + r * L, L, over);
         break;
     }
 }
@@ -922,6 +1092,55 @@ static void LR(block)(lucid_red_plan *p, ptrdiff_t b)
     }
 }
 
+/* The logs of s[0:16] in double (libmvec: one call for 8 of them). */
+LV_CLONES static void LR(logs16)(const double *s, double *ls)
+{
+    _Pragma("omp simd")
+    for (int k = 0; k < 16; k++) ls[k] = log(s[k]);
+}
+
+/* logsumexp and log_softmax of the rows r0 <= r < r1, as LR(row) does them, in groups
+ * of up to 16 rows (as many as fit 16 KiB of x, so the write pass finds them in
+ * cache): every row's max and exp sum, then the group's logs in one vector call (a
+ * scalar log per row costs as much as the exps of a row of 100), then the writes. */
+static void LR(lserows)(const lucid_red_plan *p, ptrdiff_t r0, ptrdiff_t r1)
+{
+    ptrdiff_t L = p->red, G = (16384 / (ptrdiff_t)sizeof(T)) / (L > 0 ? L : 1);
+    G = G < 1 ? 1 : G > 16 ? 16 : G;
+    T *y = (T *)p->y;
+    for (ptrdiff_t g0 = r0; g0 < r1; g0 += G) {
+        int ng = (int)(r1 - g0 < G ? r1 - g0 : G);
+        T m[16];
+        double s[16], ls[16];
+        unsigned char exact[16];
+        for (int k = 0; k < 16; k++) s[k] = 1;
+        for (int k = 0; k < ng; k++) {
+            ptrdiff_t r = g0 + k;
+            const T *x = (const T *)p->x + r * L;
+            int over = r < p->outer - (16 + L - 1) / L;
+            exact[k] = LR(maxsumexp)(x, L, &m[k], &s[k], over) != 0;
+            if (!exact[k]) continue;
+            if (p->op == LR_LSE) {
+                m[k] = LR(shift)(LR(maxrun)(x, L, NULL));
+                s[k] = LR(sumexp)(x, L, m[k], over);
+            } else {
+                m[k] = LR(maxrun)(x, L, NULL);
+                s[k] = LR(shiftwrite)(x, y + r * L, L, m[k], over);
+            }
+        }
+        LR(logs16)(s, ls);
+        for (int k = 0; k < ng; k++) {
+            ptrdiff_t r = g0 + k;
+            if (p->op == LR_LSE)
+                y[r] = (T)(ls[k] + (double)m[k]);
+            else if (exact[k])
+                LR(addc)(y + r * L, L, (T)(-ls[k]));
+            else
+                LR(lsmwrite)((const T *)p->x + r * L, y + r * L, L, m[k], (T)ls[k]);
+        }
+    }
+}
+
 static void LR(piece)(lucid_red_plan *p, ptrdiff_t piece)
 {
     if (p->kind == LR_KIND_ROWS) {
@@ -935,6 +1154,8 @@ static void LR(piece)(lucid_red_plan *p, ptrdiff_t piece)
             LR(prodrows)((const T *)p->x, (T *)p->y, r0, r1, p->red, p->outer);
         } else if (op == LR_CUMSUM || op == LR_CUMPROD) {
             LR(cumrows)((const T *)p->x, (T *)p->y, r0, r1, p->red, op == LR_CUMPROD);
+        } else if (p->op == LR_LSE || p->op == LR_LOGSOFTMAX) {
+            LR(lserows)(p, r0, r1);
         } else {
             for (ptrdiff_t r = r0; r < r1; r++) LR(row)(p, r);
         }
