@@ -12,6 +12,7 @@
 
 #include "lucid_vforce.h"
 #include "lucid_simd.h"   /* LV_CLONES */
+#include "lucid_vexpf.h"  /* lv_expf16 */
 
 LV_SIMD_PAIR(exp)
 LV_SIMD_DECL(double, log, double)

@@ -210,55 +210,8 @@ static T LR(shift_op)(T m, int op) { return op == LR_LSE ? LR(shift)(m) : m; }
 #define LR_STORE_SHIFT(k) y[k] = d
 
 #if LR_POLY_EXP
-/* float: exp inline, as 16 lanes of gcc's generic vectors (no call per vector into
- * libmvec, whose calls also spill every register). exp(x) = 2^n exp(r) with
- * n = rint(x / ln 2) (the 1.5 * 2^23 rounding trick: n ends up in t's low bits),
- * r = x - n ln 2 in two parts (the first part's product is exact), and exp(r) on
- * |r| <= ln(2)/2 by a degree-6 polynomial (1 + r + c2 r^2 + ... + c6 r^6; c2..c6
- * fitted here for the least largest relative error, 4e-9). Fast form (full = 0):
- * 2^n added to the exponent bits of exp(r), exact while the result is normal, i.e.
- * for |x| <= 86; lanes outside that are flagged in *bad and the caller redoes the run
- * with full = 1: x clamped to [-104, 89] (exp gives 0 and inf beyond) and 2^n applied
- * as two normal factors, which rounds subnormal results once. Both forms give the
- * same value wherever the fast one applies. Accuracy over every float: at most 0.91
- * ulp with fused multiply-adds (the AVX2 and AVX-512 clones), 1.17 ulp without;
- * 99.5% of results correctly rounded. */
-#define LR_SPLAT(v) ((LR(vec)){v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v})
-static inline __attribute__((always_inline)) LR(vec) LR(vexp)(LR(vec) x, LR(msk) *bad,
-                                                             int full)
-{
-    if (full) {
-        LR(msk) k = x > LR_SPLAT(89.0f);
-        x = LR_SEL(k, LR_SPLAT(89.0f), x);
-        k = x < LR_SPLAT(-104.0f);
-        x = LR_SEL(k, LR_SPLAT(-104.0f), x);
-    } else {
-        LR(vec) ax = (LR(vec))((LR(msk))x & 0x7fffffff);
-        *bad |= ~(ax <= LR_SPLAT(86.0f));
-    }
-    const LR(vec) magic = LR_SPLAT(0x1.8p23f);
-    LR(vec) t = x * LR_SPLAT(0x1.715476p+0f) + magic;
-    LR(vec) n = t - magic;
-    LR(vec) r = x - n * LR_SPLAT(0x1.62e4p-1f);
-    r = r - n * LR_SPLAT(0x1.7f7d1cp-20f);
-    LR(vec) e = LR_SPLAT(0x1.6a2454p-10f);
-    e = e * r + LR_SPLAT(0x1.1239d4p-7f);
-    e = e * r + LR_SPLAT(0x1.5558f2p-5f);
-    e = e * r + LR_SPLAT(0x1.555492p-3f);
-    e = e * r + LR_SPLAT(0x1.fffffcp-2f);
-    e = e * r + LR_SPLAT(1.0f);
-    e = e * r + LR_SPLAT(1.0f);
-    if (!full) return (LR(vec))((LR(msk))e + ((LR(msk))t << 23));
-    LR(msk) ni = (LR(msk))t - (LR(msk))magic, n1 = ni >> 1, n2 = ni - n1;
-    return e * (LR(vec))((n1 + 127) << 23) * (LR(vec))((n2 + 127) << 23);
-}
-
-static inline int LR(anylane)(LR(msk) k)
-{
-    IT a = 0;
-    for (int l = 0; l < 16; l++) a |= k[l];
-    return a != 0;
-}
+/* float: exp inline (lucid_vexpf.h). */
+#define LR_SPLAT(v) LV_F16(v)
 
 /* The exp sum of LR_EXPSUM_BODY (store: 0 none, 1 y = exp(x - m), 2 y = x - m) in
  * the same order: 16 lanes, each block of 256 folded pairwise and added in double; the
@@ -278,7 +231,7 @@ static inline __attribute__((always_inline)) double LR(pexpsum)(const T *x, T *y
         for (; i + 16 <= e; i += 16) {
             memcpy(&v, x + i, sizeof v);
             d = v - mv;
-            ev = LR(vexp)(d, bad, full);
+            ev = lv_expf16(d, bad, full);
             if (store == 1) memcpy(y + i, &ev, sizeof ev);
             if (store == 2) memcpy(y + i, &d, sizeof d);
             s += ev;
@@ -294,7 +247,7 @@ static inline __attribute__((always_inline)) double LR(pexpsum)(const T *x, T *y
                 memcpy(&v, xb, sizeof v);
             }
             d = LR_SEL(k, v, mv) - mv;
-            ev = LR(vexp)(d, bad, full);
+            ev = lv_expf16(d, bad, full);
             for (int l = 0; l < rest && store; l++) y[i + l] = store == 1 ? ev[l] : d[l];
             s += LR_SEL(k, ev, LR_SPLAT(0.0f));
         }
@@ -307,7 +260,7 @@ static inline __attribute__((always_inline)) double LR(pexpsum)(const T *x, T *y
 #define LR_PEXP_BODY(y, store)                                                   \
     LR(msk) bad = {0};                                                           \
     double s = LR(pexpsum)(x, y, n, m, over, store, 0, &bad);                    \
-    if (LR(anylane)(bad)) s = LR(pexpsum)(x, y, n, m, over, store, 1, &bad);     \
+    if (lv_any16(bad)) s = LR(pexpsum)(x, y, n, m, over, store, 1, &bad);     \
     return s;
 #define LR_EXPSUM_NONE LR_PEXP_BODY(NULL, 0)
 #define LR_EXPSUM_EXP LR_PEXP_BODY(y, 1)
@@ -568,7 +521,7 @@ LV_CLONES static void LR(smxbwd)(const T *y, const T *g, T *out, ptrdiff_t n, in
 }
 
 #if LR_POLY_EXP
-/* out = gv + a exp(x - c) (gv == NULL: a exp(x - c)) over [0:n] with LR(vexp). The
+/* out = gv + a exp(x - c) (gv == NULL: a exp(x - c)) over [0:n] with lv_expf16. The
  * last partial vector: over, x[n:n + 16] and gv[n:n + 16] may be read, so it is read
  * in place and its padding selected away; else it goes through a copy. The caller
  * redoes the run with full = 1 when *bad flags a lane (out is never x or gv: the
@@ -600,7 +553,7 @@ static inline __attribute__((always_inline)) void LR(pexpmap)(const T *x, const 
             memcpy(&v, xb, sizeof v);
             memcpy(&g, gb, sizeof g);
         }
-        e = LR(vexp)(v - cv, bad, full);
+        e = lv_expf16(v - cv, bad, full);
         e = gv ? g + av * e : av * e;
         if (rest == 16) memcpy(out + i, &e, sizeof e);
         else for (int l = 0; l < rest; l++) out[i + l] = e[l];
@@ -610,7 +563,7 @@ static inline __attribute__((always_inline)) void LR(pexpmap)(const T *x, const 
     do {                                                                         \
         LR(msk) bad_ = {0};                                                      \
         LR(pexpmap)(x, gv, a, c, out, n, over, 0, &bad_);                        \
-        if (LR(anylane)(bad_)) LR(pexpmap)(x, gv, a, c, out, n, over, 1, &bad_); \
+        if (lv_any16(bad_)) LR(pexpmap)(x, gv, a, c, out, n, over, 1, &bad_); \
     } while (0)
 #endif
 
