@@ -388,3 +388,48 @@ def test_ulp_helper_sanity():
         assert_same_bits(a, b)
     with pytest.raises(AssertionError):
         assert_ulp(a, b, 0)
+
+
+def _ulp_err32(got, x):
+    """|got - exp(x)| in float32 ulps of exp(x), exp in float64 (exact enough here)."""
+    want = np.exp(x.astype(np.float64))
+    with np.errstate(over="ignore", invalid="ignore"):
+        w32 = want.astype(np.float32)
+        spacing = np.spacing(np.abs(w32)).astype(np.float64)
+        return np.where(np.isfinite(w32) & (w32 != 0),
+                        np.abs(got.astype(np.float64) - want) / spacing, 0.0), want
+
+
+def test_exp_float32_random_bits_within_claimed_ulps():
+    """float32 exp (lucid's own vector exp) over 2^20 random floats of its whole finite
+    range: within 1.2 ulp of exp (0.91 measured over every float with fused
+    multiply-adds, 1.17 without); 0, inf and nan where exp gives them."""
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-105, 90, 1 << 20).astype(np.float32)
+    got = to_np(lucid.exp(lt(x)))
+    err, want = _ulp_err32(got, x)
+    assert err.max() <= 1.2, (float(err.max()), float(x[np.argmax(err)]))
+    with np.errstate(over="ignore"):
+        w32 = want.astype(np.float32)
+    assert np.array_equal(got[w32 == 0], w32[w32 == 0])
+    assert np.array_equal(got[np.isinf(w32)], w32[np.isinf(w32)])
+
+
+@pytest.mark.parametrize("n", [15, 16, 255, 256, 257, 1000, 4099])
+def test_exp_float32_blocks_mixing_ranges(n):
+    """Runs where a few values lie beyond the fast form's range (|x| > 86: subnormal,
+    zero, inf, nan results) among ordinary ones: every element as exp of it alone, so
+    the full form agrees with the fast one wherever both apply."""
+    rng = np.random.default_rng(n)
+    x = rng.uniform(-3, 3, n).astype(np.float32)
+    specials = np.array([-95.5, -103.9, -200, 88.5, 100, -np.inf, np.inf, np.nan], np.float32)
+    x[:: max(1, n // 9)][: specials.size] = specials[: len(x[:: max(1, n // 9)])]
+    got = to_np(lucid.exp(lt(x)))
+    alone = np.array([to_np(lucid.exp(lt(x[i:i + 1])))[0] for i in range(n)], np.float32)
+    assert got.tobytes() == alone.tobytes()
+    err, want = _ulp_err32(got, x)
+    assert err.max() <= 1.2
+    with np.errstate(over="ignore"):
+        w32 = want.astype(np.float32)
+    special = ~np.isfinite(w32) | (w32 == 0)
+    np.testing.assert_array_equal(got[special], w32[special])
