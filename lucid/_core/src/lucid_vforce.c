@@ -595,18 +595,11 @@ LV_CLONES void lucid_vexpf(float *y, const float *x, const int *np)
                 bad |= ~((lv_f16)((lv_i16)v & 0x7fffffff) <= LV_F16(86.0f));
             }
         }
-        if (lv_any16(bad)) {
-            for (ptrdiff_t i = b; i < e; i += 16) {
-                memcpy(&v, x + i, sizeof v);
-                r = lv_expf16(v, &bad, 1);
-                memcpy(y + i, &r, sizeof r);
-            }
-        } else {
-            for (ptrdiff_t i = b; i < e; i += 16) {
-                memcpy(&v, x + i, sizeof v);
-                r = lv_expf16(v, &bad, 0);
-                memcpy(y + i, &r, sizeof r);
-            }
+        int full = lv_any16(bad);        /* gcc unswitches the loop on it */
+        for (ptrdiff_t i = b; i < e; i += 16) {
+            memcpy(&v, x + i, sizeof v);
+            r = lv_expf16(v, &bad, full);
+            memcpy(y + i, &r, sizeof r);
         }
     }
 }
