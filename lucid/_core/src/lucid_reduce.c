@@ -19,6 +19,13 @@ LV_SIMD_DECL(double, log, double)
 
 /* ---- reductions -------------------------------------------------------- */
 
+/* The first of nrows rows of n elements (one after another) without 16 elements
+ * after it: the rows before it may read their last vector in place, past their end. */
+static inline ptrdiff_t lr_over_end(ptrdiff_t nrows, ptrdiff_t n)
+{
+    return nrows - (n > 0 ? (16 + n - 1) / n : nrows);
+}
+
 /* Pairwise summation: leaves of 256 elements summed in the element type by 64
  * independent lanes (4 AVX-512 / 8 AVX2 registers, so the adds do not wait on each
  * other), the lanes then folded pairwise (lane l += lane l + h for h = 32, 16, ...,
@@ -114,7 +121,7 @@ LV_SIMD_DECL(double, log, double)
         fname##_m mask;                                                         \
         for (int l = 0; l < 16; l++) mask[l] = l < n % 16 ? -1 : 0;             \
         /* rows that have 16 elements after them in x */                        \
-        ptrdiff_t safe_end = nrows - (n > 0 ? (16 + n - 1) / n : nrows);        \
+        ptrdiff_t safe_end = lr_over_end(nrows, n);                              \
         ptrdiff_t r = r0;                                                       \
         for (; r < r1 && r < safe_end; r++)                                     \
             y[r] = (TYPE)fname##_leaf_body(x + r * n, n, &mask, c ? c[r] : 0);  \
@@ -210,7 +217,7 @@ LV_SIMD_DECL(double, log, double)
             mask[0][l] = l < n % 16 ? -1 : 0;                                   \
             mask[1][l] = l + 8 < n % 16 ? -1 : 0;                               \
         }                                                                       \
-        ptrdiff_t safe_end = nrows - (n > 0 ? (16 + n - 1) / n : nrows);        \
+        ptrdiff_t safe_end = lr_over_end(nrows, n);                              \
         ptrdiff_t r = r0;                                                       \
         for (; r < r1 && r < safe_end; r++)                                     \
             y[r] = (TYPE)fname##_leaf_body(x + r * n, n, mask, c ? c[r] : 0);   \

@@ -210,8 +210,23 @@ static T LR(shift_op)(T m, int op) { return op == LR_LSE ? LR(shift)(m) : m; }
 #define LR_STORE_SHIFT(k) y[k] = d
 
 #if LR_POLY_EXP
-/* float: exp inline (lucid_vexpf.h). */
-#define LR_SPLAT(v) LV_F16(v)
+/* float: exp inline (lucid_vexpf.h). x[0:rest] (rest < 16) padded with pad to 16 lanes. over: x[rest:16] may be read, so
+ * it is one load and a select (16 scalar copies then a vector load cost a
+ * store-forwarding stall). */
+static inline __attribute__((always_inline)) LR(vec) LR(ptail)(const T *x, int rest, T pad,
+                                                               int over)
+{
+    const LR(msk) lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    LR(vec) v;
+    if (over) {
+        memcpy(&v, x, sizeof v);
+        return LR_SEL(lane < rest, v, LV_F16(pad));
+    }
+    T b[16];
+    for (int l = 0; l < 16; l++) b[l] = l < rest ? x[l] : pad;
+    memcpy(&v, b, sizeof v);
+    return v;
+}
 
 /* The exp sum of LR_EXPSUM_BODY (store: 0 none, 1 y = exp(x - m), 2 y = x - m) in
  * the same order: 16 lanes, each block of 256 folded pairwise and added in double; the
@@ -223,11 +238,11 @@ static inline __attribute__((always_inline)) double LR(pexpsum)(const T *x, T *y
                                                                 LR(msk) *bad)
 {
     const LR(msk) lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-    const LR(vec) mv = LR_SPLAT(m);
+    const LR(vec) mv = LV_F16(m);
     double acc = 0;
     for (ptrdiff_t b = 0; b < n; b += 256) {
         ptrdiff_t e = n - b < 256 ? n : b + 256, i = b;
-        LR(vec) s = LR_SPLAT(0.0f), v, d, ev;
+        LR(vec) s = LV_F16(0.0f), v, d, ev;
         for (; i + 16 <= e; i += 16) {
             memcpy(&v, x + i, sizeof v);
             d = v - mv;
@@ -238,18 +253,10 @@ static inline __attribute__((always_inline)) double LR(pexpsum)(const T *x, T *y
         }
         if (i < e) {
             int rest = (int)(e - i);
-            LR(msk) k = lane < rest;
-            if (over) {
-                memcpy(&v, x + i, sizeof v);
-            } else {
-                T xb[16];
-                for (int l = 0; l < 16; l++) xb[l] = l < rest ? x[i + l] : m;
-                memcpy(&v, xb, sizeof v);
-            }
-            d = LR_SEL(k, v, mv) - mv;
+            d = LR(ptail)(x + i, rest, m, over) - mv;
             ev = lv_expf16(d, bad, full);
             for (int l = 0; l < rest && store; l++) y[i + l] = store == 1 ? ev[l] : d[l];
-            s += LR_SEL(k, ev, LR_SPLAT(0.0f));
+            s += LR_SEL(lane < rest, ev, LV_F16(0.0f));
         }
         LR_FOLDV(s, LR_C_ADD);
         acc += s[0];
@@ -260,7 +267,7 @@ static inline __attribute__((always_inline)) double LR(pexpsum)(const T *x, T *y
 #define LR_PEXP_BODY(y, store)                                                   \
     LR(msk) bad = {0};                                                           \
     double s = LR(pexpsum)(x, y, n, m, over, store, 0, &bad);                    \
-    if (lv_any16(bad)) s = LR(pexpsum)(x, y, n, m, over, store, 1, &bad);     \
+    if (lv_any16(bad)) s = LR(pexpsum)(x, y, n, m, over, store, 1, &bad);       \
     return s;
 #define LR_EXPSUM_NONE LR_PEXP_BODY(NULL, 0)
 #define LR_EXPSUM_EXP LR_PEXP_BODY(y, 1)
@@ -355,7 +362,7 @@ LV_CLONES static double LR(prodrun)(const T *x, ptrdiff_t n) { return LR(prod_bo
 LV_CLONES static void LR(prodrows)(const T *x, T *y, ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t n,
                                    ptrdiff_t nrows)
 {
-    ptrdiff_t safe_end = nrows - (16 + n - 1) / n, r = r0;
+    ptrdiff_t safe_end = lr_over_end(nrows, n), r = r0;
     for (; r < r1 && r < safe_end; r++) y[r] = (T)LR(prod_body)(x + r * n, n, 1);
     for (; r < r1; r++) y[r] = (T)LR(prod_body)(x + r * n, n, 0);
 }
@@ -522,8 +529,7 @@ LV_CLONES static void LR(smxbwd)(const T *y, const T *g, T *out, ptrdiff_t n, in
 
 #if LR_POLY_EXP
 /* out = gv + a exp(x - c) (gv == NULL: a exp(x - c)) over [0:n] with lv_expf16. The
- * last partial vector: over, x[n:n + 16] and gv[n:n + 16] may be read, so it is read
- * in place and its padding selected away; else it goes through a copy. The caller
+ * last partial vector through LR(ptail) (over: x and gv may be read past n). The caller
  * redoes the run with full = 1 when *bad flags a lane (out is never x or gv: the
  * kernels write fresh arrays). */
 static inline __attribute__((always_inline)) void LR(pexpmap)(const T *x, const T *gv, T a,
@@ -531,27 +537,16 @@ static inline __attribute__((always_inline)) void LR(pexpmap)(const T *x, const 
                                                               int over, int full,
                                                               LR(msk) *bad)
 {
-    const LR(msk) lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-    const LR(vec) av = LR_SPLAT(a), cv = LR_SPLAT(c);
-    LR(vec) v, g = LR_SPLAT(0.0f), e;
+    const LR(vec) av = LV_F16(a), cv = LV_F16(c);
+    LR(vec) v, g = LV_F16(0.0f), e;
     for (ptrdiff_t i = 0; i < n; i += 16) {
         int rest = n - i < 16 ? (int)(n - i) : 16;
-        if (rest == 16 || over) {
+        if (rest == 16) {
             memcpy(&v, x + i, sizeof v);
             if (gv) memcpy(&g, gv + i, sizeof g);
-            if (rest < 16) {
-                LR(msk) k = lane < rest;
-                v = LR_SEL(k, v, cv);
-                g = LR_SEL(k, g, LR_SPLAT(0.0f));
-            }
         } else {
-            T xb[16], gb[16];
-            for (int l = 0; l < 16; l++) {
-                xb[l] = l < rest ? x[i + l] : c;
-                gb[l] = l < rest && gv ? gv[i + l] : 0;
-            }
-            memcpy(&v, xb, sizeof v);
-            memcpy(&g, gb, sizeof g);
+            v = LR(ptail)(x + i, rest, c, over);
+            if (gv) g = LR(ptail)(gv + i, rest, 0, over);
         }
         e = lv_expf16(v - cv, bad, full);
         e = gv ? g + av * e : av * e;
@@ -559,11 +554,11 @@ static inline __attribute__((always_inline)) void LR(pexpmap)(const T *x, const 
         else for (int l = 0; l < rest; l++) out[i + l] = e[l];
     }
 }
-#define LR_EXPMAP(x, gv, a, c, out, n)                                           \
+#define LR_EXPMAP(x, gv, a, c, out, n, over)                                     \
     do {                                                                         \
         LR(msk) bad_ = {0};                                                      \
         LR(pexpmap)(x, gv, a, c, out, n, over, 0, &bad_);                        \
-        if (lv_any16(bad_)) LR(pexpmap)(x, gv, a, c, out, n, over, 1, &bad_); \
+        if (lv_any16(bad_)) LR(pexpmap)(x, gv, a, c, out, n, over, 1, &bad_);    \
     } while (0)
 #endif
 
@@ -571,7 +566,7 @@ LV_CLONES static void LR(lsmbwd)(const T *y, const T *g, T *out, ptrdiff_t n, in
 {
     T sg = (T)LR(dot)(g, NULL, n, over);
 #if LR_POLY_EXP
-    LR_EXPMAP(y, g, -sg, (T)0, out, n);
+    LR_EXPMAP(y, g, -sg, (T)0, out, n, over);
 #else
     _Pragma("omp simd")
     for (ptrdiff_t i = 0; i < n; i++) out[i] = g[i] - EXPT(y[i]) * sg;
@@ -582,7 +577,7 @@ LV_CLONES static void LR(lsebwd)(const T *x, T g, T lse, T *out, ptrdiff_t n, in
 {
     (void)over;
 #if LR_POLY_EXP
-    LR_EXPMAP(x, NULL, g, lse, out, n);
+    LR_EXPMAP(x, NULL, g, lse, out, n, over);
 #else
     _Pragma("omp simd")
     for (ptrdiff_t i = 0; i < n; i++) out[i] = g * EXPT(x[i] - lse);
@@ -677,8 +672,7 @@ static void LR(row)(const lucid_red_plan *p, ptrdiff_t r)
     const T *x = (const T *)p->x + r * L;
     T *y = (T *)p->y;
     ptrdiff_t at;
-    /* x[L:L + 16] may be read: 16 elements of later rows follow */
-    int over = r < p->outer - (16 + L - 1) / L;
+    int over = r < lr_over_end(p->outer, L);   /* x[L:L + 16] may be read */
     switch (p->op) {
     case LR_MAX:
     case LR_MIN:
@@ -1070,7 +1064,7 @@ static void LR(lserows)(const lucid_red_plan *p, ptrdiff_t r0, ptrdiff_t r1)
         for (int k = 0; k < ng; k++) {
             ptrdiff_t r = g0 + k;
             const T *x = (const T *)p->x + r * L;
-            int over = r < p->outer - (16 + L - 1) / L;
+            int over = r < lr_over_end(p->outer, L);
             exact[k] = LR(maxsumexp)(x, L, &m[k], &s[k], over) != 0;
             if (!exact[k]) continue;
             if (p->op == LR_LSE) {
@@ -1317,6 +1311,8 @@ static void LR(xent_piece)(lucid_xent_plan *p, ptrdiff_t piece)
 #undef LR_L64
 #undef LR_NV64
 #undef LR_EXPSUM_BODY
+#undef LR_PEXP_BODY
+#undef LR_EXPMAP
 #undef LR_STORE_NONE
 #undef LR_STORE_EXP
 #undef LR_STORE_SHIFT

@@ -31,14 +31,19 @@ typedef int32_t lv_i16 __attribute__((vector_size(64)));
 /* the lanes of a where k is set, else those of b */
 #define LV_SEL16(k, a, b) ((lv_f16)(((k) & (lv_i16)(a)) | (~(k) & (lv_i16)(b))))
 
+/* the lanes the fast form does not cover: |x| > 86, or nan */
+static inline __attribute__((always_inline)) lv_i16 lv_expf16_outside(lv_f16 x)
+{
+    return ~((lv_f16)((lv_i16)x & 0x7fffffff) <= LV_F16(86.0f));
+}
+
 static inline __attribute__((always_inline)) lv_f16 lv_expf16(lv_f16 x, lv_i16 *bad, int full)
 {
     if (full) {
         x = LV_SEL16(x > LV_F16(89.0f), LV_F16(89.0f), x);
         x = LV_SEL16(x < LV_F16(-104.0f), LV_F16(-104.0f), x);
     } else {
-        lv_f16 ax = (lv_f16)((lv_i16)x & 0x7fffffff);
-        *bad |= ~(ax <= LV_F16(86.0f));
+        *bad |= lv_expf16_outside(x);
     }
     const lv_f16 magic = LV_F16(0x1.8p23f);
     lv_f16 t = x * LV_F16(0x1.715476p+0f) + magic;

@@ -592,7 +592,7 @@ LV_CLONES void lucid_vexpf(float *y, const float *x, const int *np)
         } else {
             for (ptrdiff_t i = b; i < e; i += 16) {
                 memcpy(&v, x + i, sizeof v);
-                bad |= ~((lv_f16)((lv_i16)v & 0x7fffffff) <= LV_F16(86.0f));
+                bad |= lv_expf16_outside(v);
             }
         }
         int full = lv_any16(bad);        /* gcc unswitches the loop on it */
