@@ -19,6 +19,15 @@ except ImportError:  # pragma: no cover
 
 
 @pytest.fixture
+def threads():
+    """Restores lucid's thread count after a test that sets it."""
+    import lucid
+    old = lucid.get_num_threads()
+    yield
+    lucid.set_num_threads(old)
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(12345)
 

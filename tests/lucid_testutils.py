@@ -256,3 +256,16 @@ def run_child(args, env=None, cwd=None, timeout=600):
     return subprocess.run(argv, env=child_env() if env is None else env,
                           cwd=cwd or tempfile.gettempdir(), capture_output=True, text=True,
                           timeout=timeout)
+
+
+def bitwise_across_threads(f):
+    """f() on 1, 2 and 4 threads: its list of results, which must agree bitwise."""
+    outs = []
+    for nt in (1, 2, 4):
+        lucid.set_num_threads(nt)
+        outs.append([np.asarray(o) for o in f()])
+    for o in outs[1:]:
+        for a, b in zip(o, outs[0]):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            assert a.tobytes() == b.tobytes(), "differs across thread counts"
+    return outs[0]

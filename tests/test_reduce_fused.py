@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import lucid
+from lucid_testutils import bitwise_across_threads
 
 try:
     import torch
@@ -19,28 +20,8 @@ except ImportError:          # pragma: no cover
 needs_torch = pytest.mark.skipif(torch is None, reason="torch not installed")
 
 
-@pytest.fixture
-def threads():
-    old = lucid.get_num_threads()
-    yield
-    lucid.set_num_threads(old)
-
-
 def _data(shape, dtype, seed=0):
     return (np.random.default_rng(seed).standard_normal(shape) * 3).astype(dtype)
-
-
-def _bitwise_across_threads(f):
-    """f() on 1, 2 and 4 threads: the results, which must agree bitwise."""
-    outs = []
-    for nt in (1, 2, 4):
-        lucid.set_num_threads(nt)
-        outs.append([np.asarray(o) for o in f()])
-    for o in outs[1:]:
-        for a, b in zip(o, outs[0]):
-            assert a.dtype == b.dtype and a.shape == b.shape
-            assert a.tobytes() == b.tobytes(), "differs across thread counts"
-    return outs[0]
 
 
 # -- the softmax family: forward over long rows, fused backward ---------------------------
@@ -72,7 +53,7 @@ def test_long_rows_forward(op, n, order, dtype, threads):
         a = -np.sort(a, axis=1) * 10
     a = a.astype(dtype)
     call, ref = FAMILY[op]
-    (got,) = _bitwise_across_threads(lambda: [call(lucid.tensor(a), 1).numpy()])
+    (got,) = bitwise_across_threads(lambda: [call(lucid.tensor(a), 1).numpy()])
     want = ref(a.astype(np.float64), 1)
     tol = dict(rtol=3e-6, atol=1e-30) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-300)
     if op == "log_softmax":
@@ -132,7 +113,7 @@ def test_float32_exp_family_over_the_whole_exp_range(n, threads):
     x64 = a.astype(np.float64)
     lse = _np_lse(x64, 1)
     want_sm = np.exp(x64 - lse)
-    (sm, lsm, ls) = _bitwise_across_threads(lambda: [
+    (sm, lsm, ls) = bitwise_across_threads(lambda: [
         lucid.softmax(lucid.tensor(a), 1).numpy(), lucid.log_softmax(lucid.tensor(a), 1).numpy(),
         lucid.logsumexp(lucid.tensor(a), 1).numpy()])
     # x - max rounds to float32 first (as in torch): a relative error of |x - max| 2^-24
@@ -207,7 +188,7 @@ def test_fused_backward_matches_torch_and_the_graph_formula(op, shape, dim, dtyp
                                    create_graph=create)
         return [g.detach().numpy()]
 
-    (eager,) = _bitwise_across_threads(lambda: grad(False))
+    (eager,) = bitwise_across_threads(lambda: grad(False))
     (graph,) = grad(True)
     # float32: the column sums of g cancel (rounding of order 1e-7 of their terms)
     tol = dict(rtol=2e-5, atol=2e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
@@ -264,7 +245,7 @@ def test_fused_backward_with_special_values_and_strided_gradient(op):
 def test_mean_kernel(dim, dtype, threads):
     """mean: the pairwise sum / count, bitwise the same on 1, 2 and 4 threads."""
     a = _data((300, 517), dtype)
-    (got,) = _bitwise_across_threads(
+    (got,) = bitwise_across_threads(
         lambda: [lucid.mean(lucid.tensor(a)).numpy() if dim is None
                  else lucid.mean(lucid.tensor(a), dim).numpy()])
     want = a.astype(np.float64).mean(axis=dim)
@@ -329,7 +310,7 @@ def test_integer_kernels_match_numpy(op, layout, dtype, threads):
     a = _ints(shape, dtype)
     if op in ("prod", "cumprod") and dtype != np.bool_:
         a = np.where(np.abs(a.astype(np.int64)) > 3, 1, a).astype(dtype)   # some wrap anyway
-    (got,) = _bitwise_across_threads(lambda: [call(lucid.tensor(a), dim).numpy()])
+    (got,) = bitwise_across_threads(lambda: [call(lucid.tensor(a), dim).numpy()])
     want = np.asarray(ref(a, dim))
     assert got.shape == want.shape
     assert got.dtype == want.dtype or (op.endswith("indices") or op.startswith("arg"))
@@ -427,7 +408,7 @@ def test_full_integer_reductions_combine_blocks_in_order(dtype, threads):
     calls = [lambda t: lucid.amax(t), lambda t: lucid.amin(t), lambda t: lucid.sum(t)]
     if dtype != np.bool_:
         calls += [lambda t: lucid.argmax(t), lambda t: lucid.argmin(t)]
-    got = _bitwise_across_threads(lambda: [f(lucid.tensor(a)).numpy() for f in calls] + [
+    got = bitwise_across_threads(lambda: [f(lucid.tensor(a)).numpy() for f in calls] + [
         lucid.all(lucid.tensor(ones)).numpy(), lucid.any(lucid.tensor(one_hot)).numpy(),
         lucid.all(lucid.tensor(a)).numpy(), lucid.any(lucid.tensor(np.zeros(n, dtype))).numpy()])
     want = [a.max(), a.min(), a.sum(dtype=np.int64)]
@@ -438,10 +419,10 @@ def test_full_integer_reductions_combine_blocks_in_order(dtype, threads):
         np.testing.assert_array_equal(g, w)
     if dtype == np.int64:
         big = np.full(n, np.iinfo(np.int64).max // 1000, dtype=np.int64)
-        (s,) = _bitwise_across_threads(lambda: [lucid.sum(lucid.tensor(big)).numpy()])
+        (s,) = bitwise_across_threads(lambda: [lucid.sum(lucid.tensor(big)).numpy()])
         assert s == big.sum()                  # NumPy wraps too
         small = np.where(np.arange(n) % 7 == 0, 3, 1).astype(np.int64)
-        (p,) = _bitwise_across_threads(lambda: [lucid.prod(lucid.tensor(small)).numpy()])
+        (p,) = bitwise_across_threads(lambda: [lucid.prod(lucid.tensor(small)).numpy()])
         with np.errstate(over="ignore"):
             assert p == np.prod(small)
 
@@ -460,7 +441,7 @@ def test_all_any_of_floats(dim, dtype, threads):
     a[:, 10] = -0.0
     a[7, 10] = np.nan
     for f, ref in ((lucid.all, np.all), (lucid.any, np.any)):
-        (got,) = _bitwise_across_threads(
+        (got,) = bitwise_across_threads(
             lambda: [f(lucid.tensor(a)).numpy() if dim is None else f(lucid.tensor(a), dim).numpy()])
         want = ref(a, axis=dim)
         assert got.dtype == np.bool_
@@ -485,7 +466,7 @@ def test_sum_and_mean_backward_fill_every_element(n, dtype, threads):
         lucid.mean(x).backward()
         return [g1, x.grad.numpy().copy()]
 
-    g_sum, g_mean = _bitwise_across_threads(grads)
+    g_sum, g_mean = bitwise_across_threads(grads)
     assert g_sum.dtype == dtype and g_mean.dtype == dtype
     np.testing.assert_array_equal(g_sum, np.full(n, 3, dtype))
     np.testing.assert_array_equal(g_mean, np.full(n, dtype(1) / dtype(n), dtype))

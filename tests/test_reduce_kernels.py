@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import lucid
+from lucid_testutils import bitwise_across_threads
 
 try:
     import torch
@@ -91,26 +92,6 @@ CASES = [(op, lay) for op in OPS for lay in LAYOUTS
          and not (op in ("argmax", "argmin") and lay[2] is None)]
 
 
-@pytest.fixture
-def threads():
-    old = lucid.get_num_threads()
-    yield
-    lucid.set_num_threads(old)
-
-
-def _bitwise_across_threads(f):
-    """f() on 1, 2 and 4 threads: its list of results, which must agree bitwise."""
-    outs = []
-    for nt in (1, 2, 4):
-        lucid.set_num_threads(nt)
-        outs.append([np.asarray(o) for o in f()])
-    for o in outs[1:]:
-        for a, b in zip(o, outs[0]):
-            assert a.dtype == b.dtype and a.shape == b.shape
-            assert a.tobytes() == b.tobytes(), "differs across thread counts"
-    return outs[0]
-
-
 def _data(shape, dtype, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype) * 3
 
@@ -121,7 +102,7 @@ def _tol(dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("op,layout", CASES, ids=[f"{o}-{lay[0]}" for o, lay in CASES])
-def test_matches_reference_and_is_bitwise_across_threads(op, layout, dtype, threads):
+def test_matches_reference_and_isbitwise_across_threads(op, layout, dtype, threads):
     _, shape, dim = layout
     call, ref, exact = OPS[op]
     a = _data(shape, dtype)
@@ -223,7 +204,7 @@ def test_column_extremes_with_special_values_in_full_pieces(dtype, threads):
     a[:, 30] = 2.0                             # ties: index 0
     a[299, 127] = np.nan                       # in the last row
     t = lucid.tensor(a)
-    got = _bitwise_across_threads(lambda: [
+    got = bitwise_across_threads(lambda: [
         lucid.amax(t, 0).numpy(), lucid.amin(t, 0).numpy(), lucid.argmax(t, 0).numpy(),
         lucid.argmin(t, 0).numpy()])
     want = [a.max(axis=0), a.min(axis=0), a.argmax(axis=0), a.argmin(axis=0)]

@@ -15,13 +15,6 @@ from lucid_testutils import child_env, run_child
 ROWS = [r for r in unary_rows() if r["saves"]]   # rows with a fused backward kernel too
 
 
-@pytest.fixture
-def threads():
-    old = lucid.get_num_threads()
-    yield
-    lucid.set_num_threads(old)
-
-
 @pytest.mark.parametrize("row", ROWS, ids=[r["name"] for r in ROWS])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_bitwise_same_for_any_thread_count(row, dtype, threads):
