@@ -2604,6 +2604,32 @@ def _pool_counts():
     return par, alone, lean
 
 
+
+cdef void _count_piece(void *ctx, Py_ssize_t i) noexcept nogil:
+    (<int *>ctx)[i] += 1
+
+
+def _pool_check(Py_ssize_t jobs, int nthreads, int max_pieces=97):
+    """Test hook: run ``jobs`` pool jobs of 1 to ``max_pieces`` pieces back to back on
+    ``nthreads`` threads (every core counted free), each piece adding one to its own
+    slot; the number of slots not run exactly once. The pieces are tiny, so workers
+    keep joining jobs late, as the next one is being published."""
+    cdef int[::1] c = np.zeros(max_pieces, np.intc)
+    cdef Py_ssize_t j, i, n, bad = 0
+    lucid_pool_set_dynamic(0)
+    try:
+        with nogil:
+            for j in range(jobs):
+                n = 1 + (j * 7919) % max_pieces
+                for i in range(n):
+                    c[i] = 0
+                lucid_pool_run(_count_piece, &c[0], n, nthreads)
+                for i in range(n):
+                    bad += c[i] != 1
+    finally:
+        lucid_pool_set_dynamic(_dynamic_threads())
+    return bad
+
 # -- the caching allocator (src/lucid_alloc.c) -----------------------------------------------
 # NumPy asks the handler in a context variable for every array's memory; lucid sets its
 # handler only while its own ops run (the kernel call in the dispatcher and the eager

@@ -3,10 +3,11 @@
  * the family modules reach it through core's _parallel_for).
  *
  * A job is `npieces` calls fn(ctx, i), i = 0..npieces-1, in any order and on any
- * thread. The calling thread takes part: it claims pieces from the same atomic
- * counter as the workers, so a worker the OS has not scheduled yet simply finds no
- * piece left, and the caller never waits for a worker that has not started. It only
- * waits for pieces a worker has already claimed. Workers spin briefly after a job,
+ * thread. The calling thread takes part: each thread claims pieces of its own
+ * contiguous range first (the caller's holds the first pieces), then of the others,
+ * through one atomic counter per range, so a worker the OS has not scheduled yet
+ * simply finds no piece left, and the caller never waits for a worker that has not
+ * started. It only waits for pieces a worker has already claimed. Workers spin briefly after a job,
  * then sleep (futex on Linux, a condition variable elsewhere).
  *
  * The pool is created lazily (first parallel job), resized by lucid_pool_resize, and

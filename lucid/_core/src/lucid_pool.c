@@ -1,18 +1,26 @@
 /*
  * lucid_pool.c -- lucid's thread pool (see include/lucid_pool.h).
  *
- * One job at a time (a trylock: a second caller runs its job alone). A job is
- * published as (fn, ctx, npieces, helpers) plus a 64-bit state word holding
- * epoch << 32 | next piece. Everyone, the caller included, claims pieces with a
- * compare-and-swap on the state word, so a late worker can never claim a piece of
- * a job that has ended or run a new job's piece with an old job's fields:
+ * One job at a time (a trylock: a second caller runs its job alone). The pieces of a
+ * job are split into one contiguous range per thread taking part (the caller's is
+ * range 0, worker i's range i + 1), so consecutive jobs over arrays of one size give
+ * each thread the same part of memory, which stays in its core's cache: a job that
+ * reads what the last one wrote finds it there. Each range has a 64-bit counter,
+ * epoch << 32 | next piece, on its own cache line. A thread claims pieces of its own
+ * range first, then of the others in turn (from their fronts), each with a
+ * compare-and-swap on that range's counter, so no thread ever waits for a worker
+ * that has not started. Publishing job E and joining it:
  *
- *   caller:  state = (E, CLOSED); release fence; fields; done = 0; state = (E, 0)
- *   worker:  s = state; read fields; acquire fence; CAS(state, s, s + 1)
+ *   caller:  range 0 = (E, CLOSED); release fence; fields; done = 0;
+ *            ranges 1.. = (E, first piece); release: range 0 = (E, 0)
+ *   worker:  s = range 0 (acquire); read fields; acquire fence;
+ *            range 0's epoch still E, else give up; CAS(range q, (E, k), (E, k + 1))
  *
- * If the worker read any field of job E, the fences order the CLOSED store before its
- * CAS, which then fails. The caller waits only for pieces that workers did claim
- * (done), never for a worker to show up.
+ * If the worker read any field of a later job, the fences order that job's CLOSED
+ * store before its second look at range 0, so it gives up; fields that passed the
+ * check are job E's, and only job E's caller writes counters of epoch E. A finished
+ * job leaves every counter at its range's end. The caller waits only for pieces
+ * that workers did claim (done), never for a worker to show up.
  *
  * Free cores. A worker helps only if it gets a core of its own. When other processes
  * keep every core busy, a woken worker lands on the caller's core (the two then take
@@ -78,11 +86,10 @@
 
 static struct {
     pthread_mutex_t submit;        /* held while a job runs, and to resize the pool */
-    _Atomic uint64_t state;        /* epoch << 32 | next piece (LP_CLOSED: no job) */
     _Atomic(lucid_piece_fn) fn;
     _Atomic(void *) ctx;
     _Atomic ptrdiff_t npieces;
-    _Atomic int helpers;           /* workers with id < helpers take part */
+    _Atomic int helpers;           /* workers with id < helpers take part (helpers + 1 ranges) */
     _Atomic ptrdiff_t done;        /* pieces finished by workers */
     _Atomic uint32_t wake;         /* bumped for every job and resize; the futex word */
     _Atomic int sleepers;
@@ -109,7 +116,6 @@ static struct {
 #endif
 } P = {
     .submit = PTHREAD_MUTEX_INITIALIZER,
-    .state = ((uint64_t)0 << 32) | LP_CLOSED,
     .dynamic = 1,
     .free_cores = INT_MAX,
 #ifndef __linux__
@@ -117,6 +123,19 @@ static struct {
     .wc = PTHREAD_COND_INITIALIZER,
 #endif
 };
+
+/* Each range's counter, epoch << 32 | next piece, on a cache line of its own (range
+ * 0's reads LP_CLOSED while a job is published). */
+#define LP_EPOCH_MASK 0xffffffff00000000ull
+static struct {
+    _Alignas(64) _Atomic uint64_t v;
+} NEXT[LUCID_POOL_MAX_THREADS] = {{LP_CLOSED}};
+
+/* The first piece of range q of `parts` ranges over np pieces (q = parts: np). */
+static inline uint32_t range_start(ptrdiff_t np, int parts, int q)
+{
+    return (uint32_t)((unsigned long long)np * (unsigned)q / (unsigned)parts);
+}
 
 static long now_ns(void)
 {
@@ -165,29 +184,53 @@ static int current_cpu(void)
 #endif
 }
 
-/* Claim and run pieces of the current job, if worker `id` takes part in it. */
-static void help(int id)
+/* Claim and run pieces of job e (its epoch << 32) of np pieces in `parts` ranges: range
+ * `me` first, then the others in turn. A worker (done != NULL) counts each piece it
+ * runs in *done, stops at a counter of another job, and in a lean job takes no piece
+ * while it runs on the caller's core. The pieces run. */
+static ptrdiff_t sweep(uint64_t e, lucid_piece_fn fn, void *ctx, ptrdiff_t np, int parts,
+                       int me, _Atomic ptrdiff_t *done)
 {
-    uint64_t s = atomic_load_explicit(&P.state, memory_order_acquire);
-    for (;;) {
-        uint32_t k = (uint32_t)s;
-        if (k == LP_CLOSED) return;
-        lucid_piece_fn fn = atomic_load_explicit(&P.fn, memory_order_relaxed);
-        void *ctx = atomic_load_explicit(&P.ctx, memory_order_relaxed);
-        ptrdiff_t np = atomic_load_explicit(&P.npieces, memory_order_relaxed);
-        int helpers = atomic_load_explicit(&P.helpers, memory_order_relaxed);
-        atomic_thread_fence(memory_order_acquire);
-        if (id >= helpers || (ptrdiff_t)k >= np) return;
-        if (atomic_load_explicit(&P.lean, memory_order_relaxed) &&
-            current_cpu() == atomic_load_explicit(&P.caller_cpu, memory_order_relaxed))
-            return;                    /* taking turns with the caller gains nothing */
-        if (atomic_compare_exchange_weak_explicit(&P.state, &s, s + 1, memory_order_acq_rel,
-                                                  memory_order_acquire)) {
-            fn(ctx, (ptrdiff_t)k);
-            atomic_fetch_add_explicit(&P.done, 1, memory_order_release);
-            s = atomic_load_explicit(&P.state, memory_order_acquire);
+    ptrdiff_t ran = 0;
+    for (int r = 0; r < parts; r++) {
+        int q = me + r < parts ? me + r : me + r - parts;
+        uint32_t end = range_start(np, parts, q + 1);
+        uint64_t s = atomic_load_explicit(&NEXT[q].v, memory_order_relaxed);
+        for (;;) {
+            if ((s & LP_EPOCH_MASK) != e) return ran;
+            uint32_t k = (uint32_t)s;
+            if (k >= end) break;
+            if (done && atomic_load_explicit(&P.lean, memory_order_relaxed) &&
+                current_cpu() == atomic_load_explicit(&P.caller_cpu, memory_order_relaxed))
+                return ran;            /* taking turns with the caller gains nothing */
+            if (atomic_compare_exchange_weak_explicit(&NEXT[q].v, &s, s + 1,
+                                                      memory_order_acq_rel,
+                                                      memory_order_relaxed)) {
+                fn(ctx, (ptrdiff_t)k);
+                ran++;
+                if (done) atomic_fetch_add_explicit(done, 1, memory_order_release);
+                s++;
+            }
         }
     }
+    return ran;
+}
+
+/* Take part in the current job, if worker `id` is one of its helpers. */
+static void help(int id)
+{
+    uint64_t s = atomic_load_explicit(&NEXT[0].v, memory_order_acquire);
+    if ((uint32_t)s == LP_CLOSED) return;
+    lucid_piece_fn fn = atomic_load_explicit(&P.fn, memory_order_relaxed);
+    void *ctx = atomic_load_explicit(&P.ctx, memory_order_relaxed);
+    ptrdiff_t np = atomic_load_explicit(&P.npieces, memory_order_relaxed);
+    int helpers = atomic_load_explicit(&P.helpers, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    uint64_t e = s & LP_EPOCH_MASK;
+    if ((atomic_load_explicit(&NEXT[0].v, memory_order_relaxed) & LP_EPOCH_MASK) != e)
+        return;                        /* the fields may be a later job's */
+    if (id >= helpers) return;
+    sweep(e, fn, ctx, np, helpers + 1, id + 1, &P.done);
 }
 
 static void *worker(void *arg)
@@ -221,7 +264,7 @@ static void atfork_child(void)
 {
     P.nworkers = 0;
     atomic_store(&P.sleepers, 0);
-    atomic_store(&P.state, ((uint64_t)P.epoch << 32) | LP_CLOSED);
+    atomic_store(&NEXT[0].v, ((uint64_t)P.epoch << 32) | LP_CLOSED);
 #ifndef __linux__
     pthread_mutex_init(&P.wm, NULL);
     pthread_cond_init(&P.wc, NULL);
@@ -424,28 +467,21 @@ void lucid_pool_run(lucid_piece_fn fn, void *ctx, ptrdiff_t npieces, int nthread
     if (lean) P.jobs_lean++;
     else P.jobs_parallel++;
     uint64_t e = (uint64_t)(++P.epoch) << 32;
-    atomic_store_explicit(&P.state, e | LP_CLOSED, memory_order_relaxed);
+    int parts = helpers + 1;
+    atomic_store_explicit(&NEXT[0].v, e | LP_CLOSED, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
     atomic_store_explicit(&P.fn, fn, memory_order_relaxed);
     atomic_store_explicit(&P.ctx, ctx, memory_order_relaxed);
     atomic_store_explicit(&P.npieces, npieces, memory_order_relaxed);
     atomic_store_explicit(&P.helpers, helpers, memory_order_relaxed);
     atomic_store_explicit(&P.done, 0, memory_order_relaxed);
-    atomic_store_explicit(&P.state, e, memory_order_release);
+    for (int q = parts - 1; q > 0; q--)
+        atomic_store_explicit(&NEXT[q].v, e | range_start(npieces, parts, q),
+                              memory_order_relaxed);
+    atomic_store_explicit(&NEXT[0].v, e, memory_order_release);
     wake_all();
 
-    ptrdiff_t mine = 0;
-    uint64_t s = e;
-    for (;;) {
-        ptrdiff_t k = (ptrdiff_t)(uint32_t)s;
-        if (k >= npieces) break;
-        if (atomic_compare_exchange_weak_explicit(&P.state, &s, s + 1, memory_order_acq_rel,
-                                                  memory_order_relaxed)) {
-            fn(ctx, k);
-            mine++;
-            s++;
-        }
-    }
+    ptrdiff_t mine = sweep(e, fn, ctx, npieces, parts, 0, NULL);
     /* Only pieces a worker has claimed are left; wait for those. */
     int spins = 0;
     while (atomic_load_explicit(&P.done, memory_order_acquire) + mine < npieces) {
