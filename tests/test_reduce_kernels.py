@@ -186,6 +186,29 @@ def test_special_values_match_torch(dim, dtype):
     np.testing.assert_array_equal(lucid.argmin(t, dim).numpy(), np.argmin(a, axis=dim))
 
 
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_row_extremes_and_nan_wherever_they_sit(dtype):
+    # row r of an n x n array holds its maximum at r and its minimum at r + 1, so every
+    # position is tried: whole vectors, the last vector (read again, overlapping), and
+    # each lane of the fold; then a NaN at r, which wins both
+    rng = np.random.default_rng(9)
+    for n in (32, 33, 47, 48, 100, 131):
+        a = rng.uniform(-1, 1, (n, n)).astype(dtype)
+        r = np.arange(n)
+        a[r, r] = 2.0
+        a[r, (r + 1) % n] = -2.0
+        t = lucid.tensor(a)
+        np.testing.assert_array_equal(lucid.amax(t, 1).numpy(), np.full(n, 2.0, dtype))
+        np.testing.assert_array_equal(lucid.amin(t, 1).numpy(), np.full(n, -2.0, dtype))
+        np.testing.assert_array_equal(lucid.argmax(t, 1).numpy(), r)
+        np.testing.assert_array_equal(lucid.argmin(t, 1).numpy(), (r + 1) % n)
+        a[r, r] = np.nan
+        t = lucid.tensor(a)
+        assert np.isnan(lucid.amax(t, 1).numpy()).all() and np.isnan(lucid.amin(t, 1).numpy()).all()
+        np.testing.assert_array_equal(lucid.argmax(t, 1).numpy(), r)
+        np.testing.assert_array_equal(lucid.argmin(t, 1).numpy(), r)
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 def test_column_extremes_with_special_values_in_full_pieces(dtype, threads):
     """Down the first axis of 150 columns (two full 64-column pieces, whose running

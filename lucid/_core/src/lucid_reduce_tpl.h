@@ -106,10 +106,23 @@ typedef int64_t LR(m8) __attribute__((vector_size(8 * sizeof(int64_t))));
                 z[l] += v - v;                                                   \
             }                                                                    \
         }                                                                        \
-        T zz = 0;                                                                \
+        if (i < n) {                   /* the last 16 again (max is idempotent) */ \
+            _Pragma("omp simd")                                                  \
+            for (int l = 0; l < 16; l++) {                                       \
+                T v = x[n - 16 + l];                                             \
+                acc[l] = v CMP acc[l] ? v : acc[l];                              \
+                z[l] += v - v;                                                   \
+            }                                                                    \
+        }                                                                        \
+        for (int w = 8; w >= 1; w /= 2) {  /* folded in halves: no serial chain */ \
+            _Pragma("omp simd")                                                  \
+            for (int l = 0; l < w; l++) {                                        \
+                acc[l] = acc[l + w] CMP acc[l] ? acc[l + w] : acc[l];            \
+                z[l] += z[l + w];                                                \
+            }                                                                    \
+        }                                                                        \
+        T zz = z[0];                                                             \
         m = acc[0];                                                              \
-        for (int l = 0; l < 16; l++) { zz += z[l]; m = acc[l] CMP m ? acc[l] : m; } \
-        for (; i < n; i++) { zz += x[i] - x[i]; m = x[i] CMP m ? x[i] : m; }     \
         if (zz == zz) {                                                          \
             if (at) {                                                            \
                 ptrdiff_t k = 0;                                                 \
