@@ -187,6 +187,26 @@ def test_special_values_match_torch(dim, dtype):
 
 
 
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_row_products_fold_as_one_row_alone(dtype):
+    # rows of a matrix are folded eight at a time, a 1-D tensor's product alone: the
+    # pairs of lanes are the same, so the bits are. Accuracy against the product in
+    # extended precision: float32 rows are multiplied in double and rounded once;
+    # float64 within the (n - 1) roundings' bound
+    rng = np.random.default_rng(4)
+    for n in (1, 16, 17, 33, 100, 257):
+        for rows in (7, 8, 9, 17, 100):
+            a = rng.uniform(0.5, 1.5, (rows, n)).astype(dtype)
+            got = lucid.prod(lucid.tensor(a), 1).numpy()
+            alone = np.array([lucid.prod(lucid.tensor(a[r].copy())).item()
+                              for r in range(rows)], dtype=dtype)
+            assert got.tobytes() == alone.tobytes(), (n, rows)
+            want = np.prod(a.astype(np.longdouble), 1)
+            eps = np.finfo(dtype).eps
+            rtol = eps if dtype == np.float32 else max(n - 1, 1) * eps / 2
+            assert np.all(np.abs(got - want) <= rtol * np.abs(want)), (n, rows)
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 def test_row_extremes_and_nan_wherever_they_sit(dtype):
     # row r of an n x n array holds its maximum at r and its minimum at r + 1, so every
