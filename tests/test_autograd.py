@@ -406,6 +406,40 @@ def test_accumulation_does_not_alias_gradient_argument():
     np.testing.assert_array_equal(to_np(x.grad), np.full(3, 2.0))
 
 
+
+@pytest.mark.parametrize("op", ["add", "sub"])
+@pytest.mark.parametrize("shape_b", [(200, 300), (300,), (200, 1)])
+def test_add_and_sub_leaves_get_their_own_gradient_arrays(op, shape_b):
+    # the gradient w.r.t. a full-shaped operand of add (and sub's first) is the
+    # incoming gradient itself; each leaf must still own its .grad, and the user's
+    # gradient argument stays untouched
+    rng = np.random.default_rng(0)
+    a0, b0 = rng.standard_normal((200, 300)), rng.standard_normal(shape_b)
+    g = rng.standard_normal((200, 300))
+    sign = 1.0 if op == "add" else -1.0
+    axes = tuple(i for i in range(2) if len(shape_b) < 2 - i or shape_b[i - 2 + len(shape_b)] == 1)
+    want_b = sign * (g.sum(axis=axes, keepdims=len(shape_b) == 2).reshape(shape_b)
+                     if axes else g)
+    for gradient in (g, None):
+        x, y = lt(a0, requires_grad=True), lt(b0, requires_grad=True)
+        out = x + y if op == "add" else x - y
+        if gradient is None:
+            out.sum().backward()
+            gx, gy = np.ones_like(a0), sign * np.broadcast_to(
+                np.ones_like(a0).sum(axis=axes, keepdims=len(shape_b) == 2).reshape(shape_b)
+                if axes else np.ones_like(a0), shape_b)
+        else:
+            gt = lt(gradient.copy())
+            out.backward(gradient=gt)
+            gx, gy = gradient, want_b
+        np.testing.assert_array_equal(to_np(x.grad), gx)
+        np.testing.assert_allclose(to_np(y.grad), gy, rtol=1e-12, atol=1e-12)
+        before_y = to_np(y.grad).copy()
+        x.grad.numpy()[...] = 7.0            # the leaves' gradients share no memory
+        np.testing.assert_array_equal(to_np(y.grad), before_y)
+        if gradient is not None:
+            np.testing.assert_array_equal(to_np(gt), gradient)
+
 @pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16])
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "broadcast"])
 def test_accumulation_matches_numpy_add_bit_for_bit(dt, layout):

@@ -803,6 +803,10 @@ cdef object _arith_backward(int op, cnp.ndarray g, object xa, object xb, tuple s
     for side in range(2):
         if not (want_a if side == 0 else want_b):
             continue
+        if (op == LH_ADD or (op == LH_SUB and side == 0)) and \
+                (shape_a if side == 0 else shape_b) == shape:
+            grads[side] = g             # g itself: nothing to compute or sum (a leaf
+            continue                    # may then take it without a copy)
         bit = 1 << side
         j.side = side
         if cn & bit:
