@@ -167,7 +167,6 @@ def test_set_num_threads_resizes_the_pool(threads):
     assert lucid.erf(x).numpy().tobytes() == want.tobytes()
 
 
-
 @pytest.mark.parametrize("nthreads", [2, 3, 8])
 def test_pool_runs_every_piece_exactly_once(nthreads, threads):
     # jobs of 1-97 pieces back to back, more threads than cores among them: each
@@ -176,6 +175,7 @@ def test_pool_runs_every_piece_exactly_once(nthreads, threads):
     # one of the next job)
     from lucid._core import core
     assert core._pool_check(20000, nthreads) == 0
+
 
 def test_concurrent_callers_get_correct_results(threads):
     """Python threads calling large kernels at once: the one that finds the pool busy

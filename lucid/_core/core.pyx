@@ -2604,7 +2604,6 @@ def _pool_counts():
     return par, alone, lean
 
 
-
 cdef void _count_piece(void *ctx, Py_ssize_t i) noexcept nogil:
     (<int *>ctx)[i] += 1
 
@@ -2629,6 +2628,7 @@ def _pool_check(Py_ssize_t jobs, int nthreads, int max_pieces=97):
     finally:
         lucid_pool_set_dynamic(_dynamic_threads())
     return bad
+
 
 # -- the caching allocator (src/lucid_alloc.c) -----------------------------------------------
 # NumPy asks the handler in a context variable for every array's memory; lucid sets its

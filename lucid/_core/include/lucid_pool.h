@@ -7,8 +7,8 @@
  * contiguous range first (the caller's holds the first pieces), then of the others,
  * through one atomic counter per range, so a worker the OS has not scheduled yet
  * simply finds no piece left, and the caller never waits for a worker that has not
- * started. It only waits for pieces a worker has already claimed. Workers spin briefly after a job,
- * then sleep (futex on Linux, a condition variable elsewhere).
+ * started. It only waits for pieces a worker has already claimed. Workers spin
+ * briefly after a job, then sleep (futex on Linux, a condition variable elsewhere).
  *
  * The pool is created lazily (first parallel job), resized by lucid_pool_resize, and
  * survives fork(): the child starts with no workers and creates its own on demand.
