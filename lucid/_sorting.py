@@ -14,7 +14,7 @@ import operator
 
 import numpy as np
 
-from lucid._core import core
+from lucid._core import core, host
 from lucid._core.core import (
     PyNode,
     ShapeError,
@@ -33,27 +33,14 @@ _bool = core.as_dtype("bool_")
 _f32 = core.as_dtype("float32")
 
 
-def _t(x):
-    return x if isinstance(x, Tensor) else core.tensor(x)
+_t = host.as_tensor
+_arr = host.to_host
+_need = host.needs_grad
+_op = host.op
 
 
-def _arr(x):
-    return x.numpy(force=True)
-
-
-def _from(arr, dt=None):
-    arr = np.asarray(arr)
-    if dt is not None and arr.dtype != dt.numpy_dtype:
-        arr = arr.astype(dt.numpy_dtype)
-    if arr.dtype == np.intp and np.dtype(np.intp) != np.int64:
-        arr = arr.astype(np.int64)
-    if not arr.flags.c_contiguous:
-        arr = arr.copy(order="C")
-    return core.from_numpy(arr)
-
-
-def _idx(arr):
-    return _from(np.asarray(arr, dtype=np.int64))
+_from = host.from_host          # (array, dtype=None, device="cpu")
+_idx = host.index_tensor        # (positions, device="cpu")
 
 
 def _dim(d, nd):
@@ -79,17 +66,6 @@ def _required_dim(fn, dim, axis):
     if dim is None:
         raise TypeError(f"{fn}() missing required argument 'dim' (or axis)")
     return dim
-
-
-def _need(*xs):
-    return core.is_grad_enabled() and any(isinstance(x, Tensor) and x.requires_grad for x in xs)
-
-
-def _op(name, arity=1, saves_input=False, saves_output=False, amp="KeepInput"):
-    def deco(cls):
-        cls.schema_v1 = register(name, amp, arity, saves_input, saves_output, node=cls)
-        return cls
-    return deco
 
 
 def _gather(x, d, idx):
@@ -124,9 +100,9 @@ def argsort(input, dim=-1, descending=False, stable=False, *, axis=None):
     dim = _np_kw("argsort", "dim", dim, -1, "axis", axis)
     x = _t(input)
     if x.ndim == 0:
-        return _idx(np.zeros((), np.int64))
+        return _idx(np.zeros((), np.int64), x.device)
     d = _dim(dim, x.ndim)
-    return _idx(_argsort(_arr(x), d, descending))
+    return _idx(_argsort(_arr(x), d, descending), x.device)
 
 
 def sort(input, dim=-1, descending=False, stable=False, *, axis=None):
@@ -149,9 +125,9 @@ def topk(input, k, dim=-1, largest=True, sorted=True, *, axis=None):
     if not 0 <= k <= n:
         raise IndexError(f"selected index k out of range (k={k}, size {n})")
     if x.ndim == 0:
-        return TopkResult(ops.reshape(x, ()), _idx(np.zeros((), np.int64)))
+        return TopkResult(ops.reshape(x, ()), _idx(np.zeros((), np.int64), x.device))
     order = _argsort(_arr(x), d, largest)
-    idx = _idx(np.take(order, np.arange(k), axis=d))
+    idx = _idx(np.take(order, np.arange(k), axis=d), x.device)
     return TopkResult(_gather(x, d, idx), idx)
 
 
@@ -165,14 +141,14 @@ def kthvalue(input, k, dim=-1, keepdim=False, *, axis=None, keepdims=None):
     if not 1 <= k <= n:
         raise IndexError(f"kthvalue(): selected number k out of range for dimension {d}")
     if x.ndim == 0:
-        return KthvalueResult(ops.reshape(x, ()), _idx(np.zeros((), np.int64)))
+        return KthvalueResult(ops.reshape(x, ()), _idx(np.zeros((), np.int64), x.device))
     order = _argsort(_arr(x), d, False)
     idx = np.take(order, [k - 1], axis=d)
     return _keep(x, d, idx, keepdim, KthvalueResult)
 
 
 def _keep(x, d, idx, keepdim, cls):
-    it = _idx(idx)
+    it = _idx(idx, x.device)
     v = _gather(x, d, it)
     if not keepdim:
         v, it = ops.squeeze(v, d), ops.squeeze(it, d)
@@ -199,12 +175,12 @@ def median(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     x = _t(input)
     if dim is None:
         if x.numel() == 0:
-            return _from(np.array(np.nan, x.dtype.numpy_dtype))
+            return _from(np.array(np.nan, x.dtype.numpy_dtype), None, x.device)
         flat = ops.reshape(x, (-1,))
         idx = _median_index(_arr(flat), 0)
-        return ops.reshape(_gather(flat, 0, _idx(idx)), ())
+        return ops.reshape(_gather(flat, 0, _idx(idx, x.device)), ())
     if x.ndim == 0:
-        return MedianResult(ops.reshape(x, ()), _idx(np.zeros((), np.int64)))
+        return MedianResult(ops.reshape(x, ()), _idx(np.zeros((), np.int64), x.device))
     d = _dim(dim, x.ndim)
     return _keep(x, d, _median_index(_arr(x), d), keepdim, MedianResult)
 
@@ -254,7 +230,7 @@ def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear", axis=
             vhi = ops.narrow(srt, d, int(hi[j]), 1)
             w = 0.5 if interpolation == "midpoint" else float(pos[j] - lo[j])
             v = vlo + (vhi - vlo) * w
-        v = ops.where(_from(nan_any), float("nan"), v)
+        v = ops.where(_from(nan_any, None, x.device), float("nan"), v)
         outs.append(v)
     r = ops.stack(outs, 0)                        # (nq, ... 1 at d+1 ...)
     if dim is None:
@@ -285,11 +261,11 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
         u, inv, cnt = np.unique(a, return_inverse=True, return_counts=True,
                                 axis=_dim(dim, x.ndim))
         inv = inv.reshape(-1)
-    out = [_from(u, x.dtype)]
+    out = [_from(u, x.dtype, x.device)]
     if return_inverse:
-        out.append(_idx(inv))
+        out.append(_idx(inv, x.device))
     if return_counts:
-        out.append(_idx(cnt))
+        out.append(_idx(cnt, x.device))
     return out[0] if len(out) == 1 else tuple(out)
 
 
@@ -303,12 +279,12 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
         keep = np.zeros(0, bool)
     else:
         keep = np.concatenate([[True], a[1:] != a[:-1]])
-    out = [_from(a[keep], x.dtype)]
+    out = [_from(a[keep], x.dtype, x.device)]
     if return_inverse:
-        out.append(_idx((np.cumsum(keep) - 1).reshape(_arr(x).shape)))
+        out.append(_idx((np.cumsum(keep) - 1).reshape(tuple(x.shape)), x.device))
     if return_counts:
         starts = np.flatnonzero(keep)
-        out.append(_idx(np.diff(np.append(starts, a.size))))
+        out.append(_idx(np.diff(np.append(starts, a.size)), x.device))
     return out[0] if len(out) == 1 else tuple(out)
 
 
@@ -319,6 +295,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     s = _t(sorted_sequence)
     scalar = not isinstance(input, Tensor) and np.ndim(input) == 0
     v = _t(input)
+    dev = host.device_of("searchsorted", s, input if isinstance(input, Tensor) else None, sorter)
     if side is not None:
         if side not in ("left", "right") or (right and side == "left"):
             raise ValueError("searchsorted: side must be 'left' or 'right' and agree with right=")
@@ -339,7 +316,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     r = np.asarray(r, dtype=np.int32 if out_int32 else np.int64)
     if scalar:
         r = r.reshape(())
-    return _from(r)
+    return _from(r, None, dev)
 
 
 def bucketize(input, boundaries, *, out_int32=False, right=False):
@@ -349,14 +326,15 @@ def bucketize(input, boundaries, *, out_int32=False, right=False):
 
 def nonzero(input, *, as_tuple=False):
     """Indices of the nonzero elements: an (n, ndim) tensor, or one 1-d tensor per dim."""
-    a = _arr(_t(input))
+    x = _t(input)
+    a, dev = _arr(x), x.device
     if as_tuple:
         if a.ndim == 0:
-            return (_idx(np.flatnonzero(a.reshape(1))),)
-        return tuple(_idx(i) for i in np.nonzero(a))
+            return (_idx(np.flatnonzero(a.reshape(1)), dev),)
+        return tuple(_idx(i, dev) for i in np.nonzero(a))
     if a.ndim == 0:
-        return _idx(np.zeros((1 if a else 0, 0), np.int64))
-    return _idx(np.argwhere(a))
+        return _idx(np.zeros((1 if a else 0, 0), np.int64), dev)
+    return _idx(np.argwhere(a), dev)
 
 
 def argwhere(input):
@@ -373,10 +351,11 @@ def _check_mask(mask):
 def masked_select(input, mask):
     """The elements of ``input`` where ``mask`` (broadcast together) is True, as a 1-d tensor."""
     x, m = _t(input), _check_mask(mask)
+    dev = host.device_of("masked_select", x, m)
     shape = np.broadcast_shapes(tuple(x.shape), tuple(m.shape))
     xb = ops.reshape(ops.broadcast_to(x, shape), (-1,))
     idx = np.flatnonzero(np.broadcast_to(_arr(m), shape))
-    return ops.index_select(xb, 0, _idx(idx))
+    return ops.index_select(xb, 0, _idx(idx, dev))
 
 
 def _broadcasts_to(s, shape):
@@ -399,8 +378,8 @@ def masked_fill(input, mask, value):
                              f"tensor with {value.ndim} dimension(s).")
         v = value if value.dtype is x.dtype else value.to(x.dtype)
     else:
-        v = _from(np.asarray(_fill_value(value, x.dtype, "masked_fill", "value"))
-                  .astype(x.dtype.numpy_dtype))
+        v = _from(np.asarray(_fill_value(value, x.dtype, "masked_fill", "value")), x.dtype,
+                  x.device)
     r = ops.where(m, v, x)
     return r if r.dtype is x.dtype else r.to(x.dtype)
 
@@ -408,7 +387,8 @@ def masked_fill(input, mask, value):
 def masked_fill_(input, mask, value):
     """In place: ``input[mask] = value``."""
     x, m = _t(input), _check_mask(mask)
-    mb = _from(np.broadcast_to(_arr(m), tuple(x.shape)).copy())
+    host.device_of("masked_fill_", x, m, value if isinstance(value, Tensor) else None)
+    mb = _from(np.broadcast_to(_arr(m), tuple(x.shape)).copy(), None, x.device)
     if isinstance(value, Tensor) and value.ndim == 0:
         value = value.to(x.dtype) if value.dtype is not x.dtype else value
         x[mb] = ops.expand(ops.reshape(value, (1,)), (int(_arr(mb).sum()),))
@@ -445,9 +425,9 @@ def cummax(input, dim=None, *, axis=None):
     dim = _required_dim("cummax", dim, axis)
     x = _t(input)
     if x.ndim == 0:
-        return CumResult(ops.reshape(x, ()), _idx(np.zeros((), np.int64)))
+        return CumResult(ops.reshape(x, ()), _idx(np.zeros((), np.int64), x.device))
     d = _dim(dim, x.ndim)
-    idx = _idx(_cum_index(_arr(x), d, np.greater_equal))
+    idx = _idx(_cum_index(_arr(x), d, np.greater_equal), x.device)
     return CumResult(_gather(x, d, idx), idx)
 
 
@@ -456,9 +436,9 @@ def cummin(input, dim=None, *, axis=None):
     dim = _required_dim("cummin", dim, axis)
     x = _t(input)
     if x.ndim == 0:
-        return CumResult(ops.reshape(x, ()), _idx(np.zeros((), np.int64)))
+        return CumResult(ops.reshape(x, ()), _idx(np.zeros((), np.int64), x.device))
     d = _dim(dim, x.ndim)
-    idx = _idx(_cum_index(_arr(x), d, np.less_equal))
+    idx = _idx(_cum_index(_arr(x), d, np.less_equal), x.device)
     return CumResult(_gather(x, d, idx), idx)
 
 
@@ -497,7 +477,7 @@ def logcumsumexp(input, dim=None, *, axis=None):
     comp = a.astype(np.float32) if a.dtype == np.float16 else a
     with np.errstate(all="ignore"):
         r = np.logaddexp.accumulate(comp, axis=d)
-    out = _from(r, x.dtype)
+    out = _from(r, x.dtype, x.device)
     if _need(x):
         _py_attach(_py_node(LogcumsumexpBackward), out, (x,), (x, out), d)
     return out
@@ -562,11 +542,13 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     if reduce is not None:
         if reduce not in ("add", "multiply"):
             raise ValueError("reduce argument must be either add or multiply.")
-        s = src if src is not None else core.from_numpy(
-            np.full(tuple(index.shape), value, _t(input).dtype.numpy_dtype))
+        s = src if src is not None else _from(
+            np.full(tuple(index.shape), value, _t(input).dtype.numpy_dtype), None,
+            _t(input).device)
         return scatter_reduce(input, dim, index, _src_part(s, index),
                               "sum" if reduce == "add" else "prod")
     x, index = _t(input), _t(index)
+    dev = host.device_of("scatter", x, index, src)
     d = _dim(dim, x.ndim)
     ia = _check_scatter(x, d, index, src)
     out = _arr(x).copy()
@@ -579,12 +561,12 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     else:
         sp = _src_part(src, index)
         out[fi] = _arr(sp).astype(out.dtype)
-    r = _from(out, x.dtype)
+    r = _from(out, x.dtype, dev)
     if x.dtype.is_floating_point and _need(x, sp):
         written = np.zeros(out.shape, bool)
         written[fi] = True
         _py_attach(_py_node(ScatterBackward), r, (x, sp), (),
-                   (d, _idx(ia), _from(written)))
+                   (d, _idx(ia, dev), _from(written, None, dev)))
     return r
 
 
@@ -632,6 +614,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
         raise ValueError("reduce argument must be either sum, prod, mean, amax or amin, got "
                          f"{reduce}")
     x, index, src = _t(input), _t(index), _t(src)
+    dev = host.device_of("scatter_reduce", x, index, src)
     d = _dim(dim, x.ndim)
     ia = _check_scatter(x, d, index, src)
     sp = _src_part(src, index)
@@ -655,11 +638,11 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     count = np.maximum(count, 1)
     if reduce == "mean":
         out = out / count if a.dtype.kind == "f" else np.floor_divide(out, count)
-    r = _from(out, x.dtype)
+    r = _from(out, x.dtype, dev)
     if x.dtype.is_floating_point and _need(x, sp):
         _py_attach(_py_node(ScatterReduceBackward), r, (x, sp), (x, sp, r),
-                   (d, _idx(ia), reduce, include_self, _from(written),
-                    _from(count.astype(a.dtype))))
+                   (d, _idx(ia, dev), reduce, include_self, _from(written, None, dev),
+                    _from(count, x.dtype, dev)))
     return r
 
 
@@ -676,6 +659,7 @@ class IndexAddBackward(PyNode):
 def index_add(input, dim, index, source, *, alpha=1):
     """``input`` with ``alpha * source`` added at ``index`` along ``dim`` (repeats add up)."""
     x, index, source = _t(input), _t(index), _t(source)
+    dev = host.device_of("index_add", x, index, source)
     d = _dim(dim, x.ndim)
     ia = _arr(index).reshape(-1)
     if source.ndim and source.shape[d] != ia.size:
@@ -683,9 +667,9 @@ def index_add(input, dim, index, source, *, alpha=1):
     out = _arr(x).copy()
     sa = _arr(source).astype(out.dtype) * alpha
     np.add.at(np.moveaxis(out, d, 0), ia, np.moveaxis(sa, d, 0) if sa.ndim else sa)
-    r = _from(out, x.dtype)
+    r = _from(out, x.dtype, dev)
     if x.dtype.is_floating_point and _need(x, source):
-        _py_attach(_py_node(IndexAddBackward), r, (x, source), (), (d, _idx(ia), alpha))
+        _py_attach(_py_node(IndexAddBackward), r, (x, source), (), (d, _idx(ia, dev), alpha))
     return r
 
 
@@ -714,7 +698,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None, axis=N
     x = _t(input)
     if repeats is None:                      # repeat_interleave(repeats): 0,0,1,2,2,...
         r = _arr(x)
-        return _idx(np.repeat(np.arange(r.size), r))
+        return _idx(np.repeat(np.arange(r.size), r), x.device)
     if dim is None:
         x = ops.reshape(x, (-1,))
         d = 0
@@ -725,7 +709,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None, axis=N
     if r.ndim and r.size != n and r.size != 1:
         raise ShapeError("repeats must have the same size as input along dim")
     idx = np.repeat(np.arange(n), r.reshape(-1) if r.ndim else int(r))
-    return ops.index_select(x, d, _idx(idx))
+    return ops.index_select(x, d, _idx(idx, x.device))
 
 
 def unflatten(input, dim, sizes):
@@ -773,9 +757,10 @@ def meshgrid(*tensors, indexing="ij"):
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """|input - other| <= atol + rtol |other| element-wise (equal infinities are close)."""
     a, b = _t(input), _t(other)
+    dev = host.device_of("isclose", a, b)
     with np.errstate(all="ignore"):
         r = np.isclose(_arr(a), _arr(b), rtol=rtol, atol=atol, equal_nan=equal_nan)
-    return _from(r)
+    return _from(r, None, dev)
 
 
 def lerp(input, end, weight):
@@ -799,15 +784,17 @@ def copysign(input, other):
     if not x.is_floating_point():
         x = x.to(_f32)
     o = _operand(other)
+    dev = host.device_of("copysign", x, o)
     xa = _arr(x)
     neg = np.signbit(_arr(o) if isinstance(o, Tensor) else np.asarray(o, np.float64))
     with np.errstate(invalid="ignore"):
         r = np.where(neg, -np.abs(xa), np.abs(xa)).astype(xa.dtype, copy=False)
-    out = _from(r)
+    out = _from(r, None, dev)
     if _need(x, o):
         ratio = np.where(xa == 0, 0, np.where(neg == np.signbit(xa), 1, -1)).astype(xa.dtype)
         _py_attach(_py_node(CopysignBackward), out, (x, o), (),
-                   (tuple(x.shape), tuple(o.shape) if isinstance(o, Tensor) else None, ratio))
+                   (tuple(x.shape), tuple(o.shape) if isinstance(o, Tensor) else None,
+                    _from(ratio, None, dev)))
     return out
 
 
@@ -820,7 +807,7 @@ class CopysignBackward(PyNode):
         sx, so, ratio = self.ctx
         gx = go = None
         if self.needs_input_grad(0):
-            gx = g * core.from_numpy(ratio.astype(g.dtype.numpy_dtype))
+            gx = g * (ratio if ratio.dtype is g.dtype else ratio.to(g.dtype))
             lead = gx.ndim - len(sx)
             if lead:
                 gx = ops.sum(gx, tuple(range(lead)))
@@ -828,7 +815,7 @@ class CopysignBackward(PyNode):
             if axes:
                 gx = ops.sum(gx, axes, True)
         if self.needs_input_grad(1):
-            go = core.from_numpy(np.zeros(so, g.dtype.numpy_dtype))
+            go = _from(np.zeros(so, g.dtype.numpy_dtype), None, g.device)
         return gx, go
 
 
@@ -901,6 +888,7 @@ def div(input, other, *, rounding_mode=None):
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         raise TypeError("div(): expected at least one Tensor operand")
     input, other = _operand(input), _operand(other)
+    dev = host.device_of("div", input, other)
     dt = _result_dtype(input, other)
     a = _arr(input).astype(dt) if isinstance(input, Tensor) else np.asarray(input).astype(dt)
     b = _arr(other).astype(dt) if isinstance(other, Tensor) else np.asarray(other).astype(dt)
@@ -919,7 +907,7 @@ def div(input, other, *, rounding_mode=None):
         with np.errstate(all="ignore"):
             q = np.true_divide(a.astype(comp), b.astype(comp))
             q = np.trunc(q) if rounding_mode == "trunc" else np.floor_divide(a.astype(comp), b.astype(comp))
-    r = _from(np.asarray(q).astype(dt))
+    r = _from(np.asarray(q).astype(dt), None, dev)
     if dt.kind == "f" and _need(input, other):
         _py_attach(_py_node(DivRoundedBackward), r, (input, other), (),
                    tuple(tuple(v.shape) if isinstance(v, Tensor) else None for v in (input, other)))
@@ -933,7 +921,7 @@ class DivRoundedBackward(PyNode):
 
     def grad_formula_impl(self, g):
         return tuple(None if s is None or not self.needs_input_grad(k) else
-                     core.from_numpy(np.zeros(s, g.dtype.numpy_dtype))
+                     _from(np.zeros(s, g.dtype.numpy_dtype), None, g.device)
                      for k, s in enumerate(self.ctx))
 
 

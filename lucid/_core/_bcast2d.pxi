@@ -203,7 +203,7 @@ cdef cnp.ndarray _go2d(_Job2D *j, tuple shape, int typenum):
     return out
 
 
-cdef tuple _bshape_of(tuple arrs):
+cdef inline tuple _bshape_of(tuple arrs):
     """The broadcast shape of the arrays in `arrs`, computed here (np.broadcast_shapes is
     Python code and costs more than a 1e3-element kernel). Raises ValueError (naming
     'broadcast') when they do not broadcast."""

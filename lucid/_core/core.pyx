@@ -1496,7 +1496,6 @@ cdef SavedTensor _save(Tensor t, bint is_output):
     return s
 
 
-@cython.freelist(64)
 cdef class AccumulateGrad(Node):
     """The edge into a leaf: adds the incoming gradient to ``variable.grad``."""
 

@@ -24,6 +24,13 @@
 
 #include <stdint.h>
 
+/* 64-byte vectors passed between always_inline functions of one translation unit: gcc's
+   -Wpsabi note (such a vector's calling convention differs without AVX-512) concerns
+   calls across objects, which these never are. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
 typedef float lv_f16 __attribute__((vector_size(64)));
 typedef int32_t lv_i16 __attribute__((vector_size(64)));
 
