@@ -18,7 +18,7 @@ import operator
 
 import numpy as np
 
-from lucid._core import core
+from lucid._core import core, host, mlx_special
 from lucid._core import unary as _unary_mod
 from lucid._core.core import PyNode, Tensor, _py_attach, _py_node, export, register
 
@@ -76,13 +76,13 @@ __all__ = [
 ]
 
 
-def _t(x):
-    return x if isinstance(x, Tensor) else core.tensor(x)
+_t = host.as_tensor
+_need = host.needs_grad
 
 
 def _host_only(name, *xs):
-    """These functions compute through SciPy on the cpu: a gpu tensor raises lucid's
-    cpu-only error naming the function, never a silent copy to the host."""
+    """A function without a gpu lowering computes through SciPy on the cpu: a gpu tensor
+    raises lucid's cpu-only error naming the function, never a silent copy to the host."""
     if any(isinstance(x, Tensor) and x.is_cuda for x in xs):
         raise core._cpu_only_error(f"special.{name}")
 
@@ -105,16 +105,13 @@ def _result(r, dt):
     return core.from_numpy(r)
 
 
-def _need(*xs):
-    return core.is_grad_enabled() and any(isinstance(x, Tensor) and x.requires_grad for x in xs)
-
-
 def _camel(name):
     return "".join(p.capitalize() for p in name.split("_"))
 
 
-def _unary(name, forward, derivative, saves="x", doc=""):
-    """One special function of one tensor: ``forward(ndarray, ctx)`` computes the value,
+def _unary(name, forward, derivative, saves="x", doc="", mlx=None):
+    """One special function of one tensor: ``forward(ndarray, ctx)`` computes the value
+    on the cpu, ``mlx(mx, array)`` on the gpu (None: the function is cpu-only), and
     ``derivative(x, y, ctx)`` (lucid ops) its derivative, used by eager and graph-mode
     backward alike. ``saves``: which of the input x and output y the derivative reads."""
 
@@ -130,10 +127,16 @@ def _unary(name, forward, derivative, saves="x", doc=""):
 
     def op(input, ctx=None):
         x = _t(input)
-        _host_only(name, x)
         dt, comp = _compute_dtype(x)
-        with np.errstate(all="ignore"):
-            y = _result(forward(x.numpy(force=True).astype(comp, copy=False), ctx), dt)
+        if x.is_cuda:
+            if mlx is None:
+                _host_only(name, x)
+            xc = x.detach()
+            y = host.run_mlx(mlx, xc if xc.dtype is dt and dt is not _f16 else xc.to(_f32))
+            y = y if y.dtype is dt else y.to(dt)
+        else:
+            with np.errstate(all="ignore"):
+                y = _result(forward(x.numpy(force=True).astype(comp, copy=False), ctx), dt)
         if x.dtype.is_floating_point and _need(x):
             saved = tuple(x if s == "x" else y for s in saves)
             _py_attach(_py_node(node), y, (x,), saved, ctx)
@@ -174,7 +177,6 @@ def polygamma(n, input):
 def multigammaln(input, p):
     """The multivariate log-gamma of dimension ``p``."""
     x = _t(input)
-    _host_only("multigammaln", x)
     r = sum(lgamma(x - 0.5 * j) for j in range(int(p)))
     return r + p * (p - 1) / 4 * math.log(math.pi)
 
@@ -186,7 +188,7 @@ log_ndtr = ops.log_ndtr
 ndtri = ops.ndtri
 ndtr = _unary("ndtr", lambda a, _: sc.ndtr(a),
               lambda x, y, _: ops.exp(-0.5 * x * x) / _SQRT_2PI,
-              doc="The standard normal CDF.")
+              doc="The standard normal CDF.", mlx=mlx_special.ndtr)
 
 
 # -- Bessel functions ---------------------------------------------------------------------
@@ -202,18 +204,19 @@ def _i1e_deriv(x, y, _):
 
 
 i1 = _unary("i1", lambda a, _: sc.i1(a), _i1_deriv, saves="xy",
-            doc="Modified Bessel function of the first kind, order 1.")
+            doc="Modified Bessel function of the first kind, order 1.", mlx=mlx_special.i1)
 i1e = _unary("i1e", lambda a, _: sc.i1e(a), _i1e_deriv, saves="xy",
-             doc="Exponentially scaled i1: exp(-|x|) i1(x).")
+             doc="Exponentially scaled i1: exp(-|x|) i1(x).", mlx=mlx_special.i1e)
 i0 = ops.i0
 i0e = _unary("i0e", lambda a, _: sc.i0e(a), lambda x, y, _: i1e(x) - ops.sign(x) * y,
-             saves="xy", doc="Exponentially scaled i0: exp(-|x|) i0(x).")
+             saves="xy", doc="Exponentially scaled i0: exp(-|x|) i0(x).", mlx=mlx_special.i0e)
 
 
 # -- sinc, entr, logit, expit -----------------------------------------------------------
 
 entr = _unary("entr", lambda a, _: sc.entr(a),
-              lambda x, y, _: -(ops.log(x) + 1), doc="-x log x (0 at 0, -inf for x < 0).")
+              lambda x, y, _: -(ops.log(x) + 1), doc="-x log x (0 at 0, -inf for x < 0).",
+              mlx=mlx_special.entr)
 
 
 _logit = ops.logit      # the kernel row; export() below puts this wrapper in its place
@@ -272,7 +275,6 @@ Xlog1pyBackward.schema_v1 = register("xlog1py", "Promote", 2, saves_input=True,
 
 def xlog1py(input, other):
     """input * log1p(other), 0 where input == 0 (unless other is nan)."""
-    _host_only("xlog1py", input, other)
     # arrays and lists are tensors of their own dtype, as for lucid's other binary ops
     if not isinstance(input, (Tensor, int, float, np.bool_, np.number)):
         input = core.tensor(input)
@@ -284,12 +286,16 @@ def xlog1py(input, other):
         raise TypeError("xlog1py(): expected at least one Tensor operand")
     fl = [t.dtype for t in (x, y) if t is not None and t.dtype.is_floating_point]
     dt = max(fl, key=lambda d: d.itemsize) if fl else _f32
-    xt = x.to(dt) if x is not None else core.tensor(float(input), dtype=dt)
-    yt = y.to(dt) if y is not None else core.tensor(float(other), dtype=dt)
-    comp = np.float32 if dt is _f16 else dt.numpy_dtype
-    with np.errstate(all="ignore"):
-        r = sc.xlog1py(xt.numpy(force=True).astype(comp), yt.numpy(force=True).astype(comp))
-    out = _result(r, dt)
+    dev = host.device_of("special.xlog1py", x, y)
+    xt = x.to(dt) if x is not None else core.tensor(float(input), dtype=dt, device=dev)
+    yt = y.to(dt) if y is not None else core.tensor(float(other), dtype=dt, device=dev)
+    if dev == "gpu":
+        out = host.run_mlx(mlx_special.xlog1py, xt.detach(), yt.detach())
+    else:
+        comp = np.float32 if dt is _f16 else dt.numpy_dtype
+        with np.errstate(all="ignore"):
+            r = sc.xlog1py(xt.numpy(force=True).astype(comp), yt.numpy(force=True).astype(comp))
+        out = _result(r, dt)
     if _need(xt, yt):
         _py_attach(_py_node(Xlog1pyBackward), out, (xt, yt), (xt, yt),
                    (tuple(xt.shape), tuple(yt.shape)))

@@ -131,16 +131,28 @@ def bitwise_not(input):
     return _wrap(_as_ndarray(np.invert(x._data)), x._dtype)
 
 
+cdef tuple _host_pair(str op, object input, object other):
+    """Both operands' values on the host, for the ops that answer one Python bool: the
+    answer needs the values wherever they are (as torch's does); two tensors on two
+    devices raise."""
+    cdef Tensor a = _as_tensor_dev(input), b = _as_tensor_dev(other)
+    if isinstance(input, Tensor) and isinstance(other, Tensor) and \
+            (a._mx is None) != (b._mx is None):
+        raise LucidError(f"Expected all tensors to be on the same device, but lucid.{op}() "
+                         "got tensors on gpu and cpu; move one with .gpu() or .cpu()")
+    return a.numpy(force=True), b.numpy(force=True)
+
+
 def equal(input, other):
     """True if both tensors have the same shape and elements."""
-    cdef Tensor a = _as_tensor(input), b = _as_tensor(other)
-    return _shp(a._data) == _shp(b._data) and bool(np.array_equal(a._data, b._data))
+    a, b = _host_pair("equal", input, other)
+    return a.shape == b.shape and bool(np.array_equal(a, b))
 
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """True if |input - other| <= atol + rtol |other| everywhere."""
-    cdef Tensor a = _as_tensor(input), b = _as_tensor(other)
-    return bool(np.allclose(a._data, b._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    a, b = _host_pair("allclose", input, other)
+    return bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 # -- where --------------------------------------------------------------------------

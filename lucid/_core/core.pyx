@@ -3283,6 +3283,18 @@ def _py_attach(PyNode node, Tensor out, tuple inputs, tuple saved=(), ctx=None, 
     return node
 
 
+def _mx_array(Tensor t not None):
+    """The MLX array of a gpu tensor (None for a cpu tensor): for the gpu lowerings of
+    ops written in Python (lucid/_core/host.py)."""
+    return t._mx
+
+
+def _gpu_tensor(arr):
+    """A new gpu tensor around the MLX array ``arr``, of the lucid dtype of its dtype."""
+    mlx()
+    return _wrap_mx(arr, <DType>_DT_OF_MX[arr.dtype])
+
+
 def _view_of(Tensor x not None, cnp.ndarray arr not None, mx=None):
     """For view ops written in Python: a tensor around ``arr``, a view of x's memory
     (for a gpu tensor, of its shape-only array, with the values ``mx``), sharing x's

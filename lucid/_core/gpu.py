@@ -6,7 +6,7 @@ expressions into functions of MLX arrays and attaches them to the rows' schemas 
 ``schema.gpu``; core's dispatcher calls ``schema.gpu`` for gpu tensors. mlx.core is
 imported when a gpu kernel first runs, so lucid imports without MLX.
 """
-from lucid._core import core, optable
+from lucid._core import core, mlx_special, optable
 
 
 def _namespace():
@@ -39,7 +39,7 @@ def _namespace():
             raise core.UnsupportedDTypeError(f"{name} is not implemented for bool tensors")
         return f(a, b)
 
-    return {"mx": mx, "_bits": _bits, "_inf0": _inf0, "_ints": _ints, "_fmod": _fmod, "_nan_to_num": _nan_to_num}
+    return {"mx": mx, "_sf": mlx_special, "_bits": _bits, "_inf0": _inf0, "_ints": _ints, "_fmod": _fmod, "_nan_to_num": _nan_to_num}
 
 
 class _Lazy:
@@ -74,6 +74,7 @@ _attach("neg", "x, p", "mx.negative(x)")
 _attach("leaky_relu", "x, p", "mx.where(x > 0, x, x * p)")
 _attach("elu", "x, p", "mx.where(x > 0, x, p * mx.expm1(mx.minimum(x, 0)))")
 _attach("nan_to_num", "x, p", "_nan_to_num(x, *p)")
+_attach("polygamma", "x, p", "_sf.polygamma(mx, int(p[0]), x)")
 core.schema("clamp").gpu = True
 for _n in ("and", "or", "xor", "left_shift", "right_shift"):
     _attach(f"bitwise_{_n}", "a, b, p", f"_bits('bitwise_{_n}', mx.bitwise_{_n}, a, b)")      # unary.clamp handles gpu tensors itself

@@ -81,3 +81,10 @@ def record(cls, out, inputs, saved=(), ctx=None):
     if needs_grad(*inputs):
         _py_attach(_py_node(cls), out, tuple(inputs), tuple(saved), ctx)
     return out
+
+
+def run_mlx(fn, *xs):
+    """The gpu lowering of a host op: ``fn(mx, *arrays)`` over the MLX arrays of gpu
+    tensors ``xs``, as a new gpu tensor (no node: the caller records it)."""
+    import mlx.core as mx
+    return core._gpu_tensor(fn(mx, *(core._mx_array(x) for x in xs)))

@@ -57,10 +57,10 @@ _INV_SQRT2 = "0.7071067811865476"
 # limit PyTorch gives (x * 0 -> -0 at -inf, x at +inf); _ints(f, x) leaves integer
 # inputs unchanged (floor, ...). Accuracy against the CPU kernels: tests/test_gpu.py.
 MLX_UNARY = {
-    # None: MLX has no function (nor a composition as accurate) for the row, so on a gpu
-    # tensor it raises lucid's cpu-only error naming the op
-    "lgamma": None, "digamma": None, "i0": None, "erfcx": None, "log_ndtr": None,
-    "ndtri": None, "sinc": None,
+    # the special functions: lucid/_core/mlx_special.py (``_sf``)
+    "lgamma": "_sf.lgamma(mx, x)", "digamma": "_sf.digamma(mx, x)", "i0": "_sf.i0(mx, x)",
+    "erfcx": "_sf.erfcx(mx, x)", "log_ndtr": "_sf.log_ndtr(mx, x)", "ndtri": "_sf.ndtri(mx, x)",
+    "sinc": "_sf.sinc(mx, x)",
     "logsigmoid": "-mx.logaddexp(-x, 0)", "logit": "mx.log(x / (1 - x))",
     "exp2": "mx.power(mx.array(2, x.dtype), x)",
     "cbrt": "mx.sign(x) * mx.power(mx.abs(x), mx.array(1 / 3, x.dtype))",
@@ -326,7 +326,7 @@ MLX_BINARY = {
     "hypot": "mx.sqrt(a * a + b * b)",
     # C's fmod from Python's remainder: where the signs differ, step back by b.
     "fmod": "_fmod(a, b)",
-    "xlogy": None,          # no gpu kernel: the cpu-only error
+    "xlogy": "_sf.xlogy(mx, a, b)",
 }
 
 

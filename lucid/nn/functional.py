@@ -739,7 +739,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             else:
                 src = np.floor((i + 0.5) * scales[a])
             src = np.minimum(src.astype(np.int64), in_sizes[a] - 1)
-            out = lucid.index_select(out, 2 + a, lucid.from_numpy(src))
+            out = lucid.index_select(out, 2 + a, lucid.tensor(src, device=input.device))
         return out
     expected = {"linear": 1, "bilinear": 2, "trilinear": 3}
     if mode not in expected:
