@@ -23,7 +23,6 @@ from lucid._core.core import (
     _py_attach,
     _py_node,
     export,
-    register,
 )
 from lucid._core.creation import _fill_value
 

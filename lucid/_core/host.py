@@ -13,7 +13,7 @@ Nothing here imports a module above ``lucid._core``.
 import numpy as np
 
 from lucid._core import core
-from lucid._core.core import Tensor, _py_attach, _py_node, register
+from lucid._core.core import Tensor, register
 
 _int64 = core.as_dtype("int64")
 
@@ -74,13 +74,6 @@ def op(name, arity=1, saves_input=False, saves_output=False, amp="KeepInput"):
         cls.schema_v1 = register(name, amp, arity, saves_input, saves_output, node=cls)
         return cls
     return deco
-
-
-def record(cls, out, inputs, saved=(), ctx=None):
-    """Attach a new ``cls`` node to ``out`` when some input needs a gradient."""
-    if needs_grad(*inputs):
-        _py_attach(_py_node(cls), out, tuple(inputs), tuple(saved), ctx)
-    return out
 
 
 def run_mlx(fn, *xs):
