@@ -17,6 +17,7 @@ except ImportError as e:  # no pure-Python fallback: say how to build
 
 from lucid._core.core import (  # noqa: E402
     AmpPolicy,
+    ArgumentError,
     DType,
     Device,
     LucidError,
@@ -84,7 +85,7 @@ newaxis = None
 __version__ = "0.1.0"
 
 __all__ = [
-    "AmpPolicy", "DType", "Device", "Generator", "LucidError", "OpSchema", "ShapeError", "Tensor",
+    "AmpPolicy", "ArgumentError", "DType", "Device", "Generator", "LucidError", "OpSchema", "ShapeError", "Tensor",
     "UnsupportedDTypeError", "arange", "are_deterministic_algorithms_enabled", "autograd",
     "backend_info", "bool_", "bfloat16", "autocast", "amp", "is_autocast_enabled",
     "get_autocast_dtype", "device", "double", "empty", "empty_cache", "enable_grad", "eye",

@@ -204,6 +204,11 @@ class UnsupportedDTypeError(LucidError, TypeError):
     """A dtype lucid cannot store or an op cannot take (also a TypeError)."""
 
 
+class ArgumentError(LucidError, ValueError):
+    """An argument value an op cannot take: a bad size, stride, mode or reduction
+    (a RuntimeError, as PyTorch raises, and a ValueError, as NumPy raises)."""
+
+
 # Tensor: an ndarray (CPU storage) plus dtype, autograd metadata and a version
 # counter shared with its views.
 
