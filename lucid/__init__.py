@@ -19,6 +19,7 @@ from lucid._core.core import (  # noqa: E402
     AmpPolicy,
     ArgumentError,
     DType,
+    DTypeOverflowError,
     Device,
     LucidError,
     OpSchema,
@@ -85,7 +86,8 @@ newaxis = None
 __version__ = "0.1.0"
 
 __all__ = [
-    "AmpPolicy", "ArgumentError", "DType", "Device", "Generator", "LucidError", "OpSchema", "ShapeError", "Tensor",
+    "AmpPolicy", "ArgumentError", "DType", "DTypeOverflowError", "Device", "Generator",
+    "LucidError", "OpSchema", "ShapeError", "Tensor",
     "UnsupportedDTypeError", "arange", "are_deterministic_algorithms_enabled", "autograd",
     "backend_info", "bool_", "bfloat16", "autocast", "amp", "is_autocast_enabled",
     "get_autocast_dtype", "device", "double", "empty", "empty_cache", "enable_grad", "eye",

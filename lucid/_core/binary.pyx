@@ -1286,23 +1286,12 @@ cdef object _inplace(Tensor self, object other, int op):
             other = (<Tensor>other).item()
         if not _is_scalar(other):
             raise TypeError(f"fill_(): value must be a number, got {type(other).__name__}")
-        if self._dtype.is_floating_point and isinstance(other, int):
-            try:
-                float(other)
-            except OverflowError:
-                raise OverflowError(f"fill_(): value {other} is too large for {self._dtype}") from None
         if not self._dtype.is_floating_point and isinstance(other, (float, np.floating)) and (
-                not np.isfinite(other) or other != int(other)):
+                np.isfinite(other) and other != int(other)):
             raise UnsupportedDTypeError(f"fill_(): value {other!r} is not an integer, so it "
                                         f"cannot fill a {self._dtype} tensor")
-        if _is_int_code(self._dtype.code) and isinstance(other, (int, np.integer)) \
-                and not isinstance(other, bool):
-            info = np.iinfo(self._dtype.numpy_dtype)
-            # (as PyTorch, uint8 also takes -255..-1 and wraps them)
-            if not (-info.max if self._dtype.code == DT_UINT8 else info.min) <= other <= info.max:
-                raise OverflowError(f"fill_(): value {other} does not fit in {self._dtype}")
-            if other < 0 and self._dtype.code == DT_UINT8:
-                other = int(other) & 0xFF
+        from lucid._core.creation import _fill_value
+        other = _fill_value(other, self._dtype, "fill_", "value")
         if gpu:            # MLX arrays are immutable: self gets a new one
             self._mx = mlx().full(_shp(self._data),
                                   np.array(other).astype(self._dtype.numpy_dtype).item(),

@@ -204,6 +204,11 @@ class UnsupportedDTypeError(LucidError, TypeError):
     """A dtype lucid cannot store or an op cannot take (also a TypeError)."""
 
 
+class DTypeOverflowError(LucidError, OverflowError, ValueError):
+    """A value the target dtype cannot hold: nan or inf for an integer dtype, a number
+    past the dtype's range (PyTorch raises RuntimeError, Python OverflowError)."""
+
+
 class ArgumentError(LucidError, ValueError):
     """An argument value an op cannot take: a bad size, stride, mode or reduction
     (a RuntimeError, as PyTorch raises, and a ValueError, as NumPy raises)."""
@@ -259,7 +264,7 @@ cpdef Device device(object spec="cpu"):
         return _CPU
     if spec in _GPU_NAMES:
         return _GPU
-    raise ValueError(f"unknown device {spec!r}; expected 'cpu' or 'gpu' "
+    raise ArgumentError(f"unknown device {spec!r}; expected 'cpu' or 'gpu' "
                      "(or its aliases 'metal', 'cuda', 'gpu:0')")
 
 
@@ -459,7 +464,7 @@ cdef class Tensor:
             return np.array(self._data, dtype=dtype, copy=True)
         if dtype is not None and np.dtype(dtype) != self._data.dtype:
             if copy is False:
-                raise ValueError("a copy is needed to convert to the requested dtype")
+                raise ArgumentError("a copy is needed to convert to the requested dtype")
             return self._data.astype(dtype)
         return self._data.view()
 
@@ -886,7 +891,7 @@ cdef tuple _size_args(tuple args):
         if not isinstance(s, (int, np.integer)) or isinstance(s, (bool, np.bool_)):
             raise TypeError(f"size must be a tuple of ints, got {s!r} ({type(s).__name__})")
         if s < -1:
-            raise ValueError(f"size: negative dimension {s}")
+            raise ArgumentError(f"size: negative dimension {s}")
         if s > _INT64_MAX:
             raise OverflowError(f"size: dimension {s} does not fit in int64")
     return tuple(int(s) for s in args)
@@ -924,6 +929,25 @@ def _float_arg(v, str fn, str name):
 # -- construction from Python data --------------------------------------------
 
 cdef object _NUMERIC_KINDS = frozenset("biuf")
+
+
+cdef _check_int_range(cnp.ndarray a, DType dt, str fn):
+    """Raise DTypeOverflowError unless every value of ``a`` (ints or floats) fits the
+    integer dtype ``dt`` after truncation toward zero."""
+    info = np.iinfo(dt.numpy_dtype)
+    lo_ok = -info.max if dt.code == DT_UINT8 else info.min
+    if a.dtype.kind == "f":
+        bad = a[~np.isfinite(a)]
+        if bad.size:
+            raise DTypeOverflowError(f"{fn}: value {bad[0]} cannot be converted to {dt} "
+                                     "without overflow")
+        lo, hi = np.trunc(a.min()), np.trunc(a.max())
+    else:
+        lo, hi = int(a.min()), int(a.max())
+    if lo < lo_ok or hi > info.max:
+        bad = hi if hi > info.max else lo
+        raise DTypeOverflowError(f"{fn}: value {bad} cannot be converted to {dt} without "
+                                 "overflow")
 
 
 cdef cnp.ndarray _array_from_data(object data, DType dt):
@@ -974,16 +998,12 @@ cdef cnp.ndarray _array_from_data(object data, DType dt):
             dt = int64          # uint16 / uint32 / uint64: lucid's unsigned type is uint8
         else:
             dt = _dtype_of_array(a)
-    elif dt.code < DT_INT32 and dt.code != DT_BOOL and a.dtype.kind in "iu" and \
+    elif _is_int_code(dt.code) and a.dtype.kind in "iuf" and \
             not isinstance(data, (cnp.ndarray, np.generic)) and a.size:
-        # As torch.tensor: Python ints outside the dtype's range are an error (uint8
-        # also takes -255..-1 and wraps them); NumPy arrays are cast as they are.
-        info = np.iinfo(dt.numpy_dtype)
-        lo, hi = int(a.min()), int(a.max())
-        if lo < (-info.max if dt.code == DT_UINT8 else info.min) or hi > info.max:
-            bad = hi if hi > info.max else lo
-            raise OverflowError(f"lucid.tensor(): value {bad} cannot be converted to {dt} "
-                                "without overflow")
+        # As torch.tensor: Python numbers that an integer dtype cannot hold are an error
+        # (nan, inf, out of range; uint8 also takes -255..-1 and wraps them); finite
+        # floats are truncated toward zero. NumPy arrays are cast as they are.
+        _check_int_range(a, dt, "lucid.tensor()")
     if a.dtype != dt.numpy_dtype:
         a = _cast_array(a, dt)
     if not a.flags.c_contiguous:
@@ -1171,7 +1191,7 @@ cdef object mlx():
                 "LUCID_MLX_DEVICE=cpu to run lucid's gpu path on MLX's CPU stream.")
         m.set_default_device(m.gpu)
     else:
-        raise ValueError(f"LUCID_MLX_DEVICE={want!r}: expected 'gpu' or 'cpu'")
+        raise ArgumentError(f"LUCID_MLX_DEVICE={want!r}: expected 'gpu' or 'cpu'")
     for dt, mdt in ((bool_, m.bool_), (uint8, m.uint8), (int8, m.int8), (int16, m.int16),
                     (int32, m.int32), (int64, m.int64),
                     (float16, m.float16), (bfloat16, m.bfloat16), (float32, m.float32),
@@ -1227,7 +1247,7 @@ cdef cnp.ndarray _shape_only(object shape, DType dt):
     cdef cnp.npy_intp dims[64]
     cdef cnp.npy_intp strides[64]
     if nd > 64:
-        raise ValueError(f"a tensor has at most 64 dimensions, got {nd}")
+        raise ArgumentError(f"a tensor has at most 64 dimensions, got {nd}")
     for i in range(nd):
         dims[i] = shape[i]
         strides[i] = 0
@@ -1698,7 +1718,7 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
     cdef dict buffers = {}
     cdef list roots = []
     if len(grad_outputs) != len(outputs):
-        raise ValueError(f"got {len(grad_outputs)} gradients for {len(outputs)} outputs")
+        raise ArgumentError(f"got {len(grad_outputs)} gradients for {len(outputs)} outputs")
     for i in range(len(outputs)):
         if not isinstance(outputs[i], Tensor):
             raise TypeError(f"outputs[{i}] is a {type(outputs[i]).__name__}, not a Tensor")
@@ -1769,7 +1789,7 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
                     continue
             if type(node) is AccumulateGrad:
                 t = (<AccumulateGrad>node).variable
-                if _LEAF_HOOKS and id(t) in _LEAF_HOOKS:   # hooks see the summed gradient
+                if (<Tensor>t)._hooks is not None:   # hooks see the summed gradient
                     if hooked is None:
                         hooked = {}
                     hooked[id(t)] = (t, _sum_grads(hooked[id(t)][1], g, create_graph)
@@ -1818,7 +1838,7 @@ cdef tuple _run_engine(tuple outputs, tuple grad_outputs, bint keep_graph, bint 
                     buffers[child] = gi
             grads = gi = None     # the buffers hold the gradients now (_accumulate counts refs)
         for t, g in (hooked.values() if hooked is not None else ()):
-            g = _run_hooks(_LEAF_HOOKS[id(t)], g, create_graph)
+            g = _run_hooks((<Tensor>t)._hooks, g, create_graph)
             if capture:
                 for i in leaf_slot.get(id(t), ()):
                     captured[i] = g if captured[i] is None else _sum_grads(captured[i], g, create_graph)
@@ -2480,6 +2500,7 @@ cdef extern from "lucid_pool.h" nogil:
     enum:
         LUCID_POOL_MAX_THREADS
     void lucid_pool_run(lucid_piece_fn fn, void *ctx, Py_ssize_t npieces, int nthreads)
+    int lucid_pool_init()
     int lucid_pool_resize(int nthreads)
     int lucid_pool_start(int nthreads)
     int lucid_pool_workers()
@@ -2498,7 +2519,7 @@ cdef int _check_threads(object n, str what) except -1:
         raise TypeError(f"{what} must be an int, got {type(n).__name__}")
     n = operator.index(n)
     if n < 1 or n > LUCID_POOL_MAX_THREADS:
-        raise ValueError(f"{what} must be between 1 and {LUCID_POOL_MAX_THREADS}, got {n}")
+        raise ArgumentError(f"{what} must be between 1 and {LUCID_POOL_MAX_THREADS}, got {n}")
     return <int>n
 
 
@@ -2510,7 +2531,7 @@ cdef int _default_threads() except -1:
         except ValueError:
             n = 0
         if n < 1 or n > LUCID_POOL_MAX_THREADS:
-            raise ValueError(f"LUCID_NUM_THREADS must be an integer between 1 and "
+            raise ArgumentError(f"LUCID_NUM_THREADS must be an integer between 1 and "
                              f"{LUCID_POOL_MAX_THREADS}, got {env!r}")
         return n
     if hasattr(os, "sched_getaffinity"):
@@ -2534,7 +2555,7 @@ cdef object _env_choice(str name, tuple choices, object default):
     if not text:
         return default
     if text not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {text!r}")
+        raise ArgumentError(f"{name} must be one of {', '.join(choices)}; got {text!r}")
     return text
 
 
@@ -2652,6 +2673,7 @@ cdef extern from "lucid_alloc.h" nogil:
     void *lucid_alloc_calloc(void *ctx, size_t nelem, size_t elsize)
     void *lucid_alloc_realloc(void *ctx, void *ptr, size_t size)
     void lucid_alloc_free(void *ctx, void *ptr, size_t size)
+    void lucid_alloc_init()
     size_t lucid_alloc_release()
     void lucid_alloc_set_limit(size_t nbytes)
     int lucid_alloc_prefault(size_t nbytes)
@@ -2702,9 +2724,9 @@ cdef size_t _env_megabytes(str name, double default) except? 0:
     try:
         mb = float(text) if text else default
     except ValueError:
-        raise ValueError(f"{name} must be a number of megabytes, got {text!r}") from None
+        raise ArgumentError(f"{name} must be a number of megabytes, got {text!r}") from None
     if not (0 <= mb < 1 << 40):
-        raise ValueError(f"{name} must be a number of megabytes >= 0, got {text!r}")
+        raise ArgumentError(f"{name} must be a number of megabytes >= 0, got {text!r}")
     return <size_t>(mb * (1 << 20))
 
 
@@ -2729,6 +2751,12 @@ cdef object _alloc_setup():
     return PyCapsule_New(&_alloc_handler, "mem_handler", NULL)
 
 
+# The fork handlers of the allocator and the pool are registered now, at import, before
+# any thread can hold one of their locks: a fork then always waits for the lock and
+# hands the child a free one (registered lazily, a fork during a thread's first
+# empty_cache() or job could copy a held lock into the child).
+lucid_alloc_init()
+lucid_pool_init()
 _ALLOC_CAPSULE = _alloc_setup()
 
 
@@ -3224,7 +3252,7 @@ cdef tuple _norm_dims(object dim, int ndim):
         axes = sorted(_norm_dim(d, ndim) for d in dim)
         for i in range(1, len(axes)):
             if axes[i] == axes[i - 1]:
-                raise ValueError(f"dim {axes[i]} appears multiple times in the list of dims")
+                raise ArgumentError(f"dim {axes[i]} appears multiple times in the list of dims")
         return tuple(axes) if ndim > 0 else ()
     cdef int d = _norm_dim(dim, ndim)       # validates dim even for a 0-d input
     return (d,) if ndim > 0 else ()
@@ -3318,9 +3346,10 @@ def _py_node(type cls):
 
 # Tensor hooks. Hooks on a non-leaf live with its grad_fn (a node has one output, so the
 # gradient the engine pops for a node is the tensor's whole gradient); hooks on a leaf
-# run once on its summed gradient, before it is accumulated (or returned by grad()).
+# live on the leaf itself (so a hook that refers back to its owner, a module's bound
+# method, forms a cycle the garbage collector frees) and run once on its summed
+# gradient, before it is accumulated (or returned by grad()).
 cdef dict _NODE_HOOKS = {}     # id(node) -> [weakref(node), [hooks], weakref(tensor) or None]
-cdef dict _LEAF_HOOKS = {}     # id(leaf) -> [weakref(leaf), [hooks]]
 
 
 class RemovableHandle:
@@ -3342,8 +3371,12 @@ def _drop_hooks(ref, table, key):
 
 
 cdef list _hook_entry(Tensor t):
-    cdef dict table = _LEAF_HOOKS if t._grad_fn is None else _NODE_HOOKS
-    owner = t if t._grad_fn is None else t._grad_fn
+    if t._grad_fn is None:
+        if t._hooks is None:
+            t._hooks = [None, [], None]
+        return t._hooks
+    cdef dict table = _NODE_HOOKS
+    owner = t._grad_fn
     key = id(owner)
     entry = table.get(key)
     if entry is None or entry[0]() is not owner:

@@ -5,8 +5,9 @@ cimport numpy as cnp
 import numpy as np
 
 from lucid._core.core cimport *
-from lucid._core.core import (LucidError, ShapeError, UnsupportedDTypeError, _check_gpu_dtype,
-                              _float_arg, _int_arg, export, ops, register)
+from lucid._core.core import (ArgumentError, DTypeOverflowError, LucidError, ShapeError,
+                              UnsupportedDTypeError, _check_gpu_dtype, _float_arg, _int_arg,
+                              export, ops, register)
 
 cnp.import_array()
 
@@ -28,11 +29,11 @@ class Generator:
     def manual_seed(self, seed):
         if isinstance(seed, (bool, float, np.bool_, np.floating)):      # as torch: int(seed)
             if not np.isfinite(seed):
-                raise ValueError(f"manual_seed(): argument 'seed' must be finite, got {seed}")
+                raise ArgumentError(f"manual_seed(): argument 'seed' must be finite, got {seed}")
             seed = int(seed)
         seed = _int_arg(seed, "manual_seed", "seed")
         if seed < 0:
-            raise ValueError(f"seed must be non-negative, got {seed}")
+            raise ArgumentError(f"seed must be non-negative, got {seed}")
         self._seed = seed
         self._rng = np.random.Generator(np.random.PCG64(seed))
         return self
@@ -132,21 +133,29 @@ cpdef object _fill_value(object v, DType dt, str fn, str name="fill_value"):
         v = (<Tensor>v)._data.item()
     if not _is_scalar(v):
         raise TypeError(f"{fn}(): {name} must be a number, got {type(v).__name__}")
-    if dt.is_floating_point and isinstance(v, int):
+    if dt.is_floating_point:
+        # a finite number that the dtype can only hold as inf is an overflow, as PyTorch
+        # (1e5 in float16); inf and nan themselves are fine
         try:
-            float(v)
+            with np.errstate(over="ignore"):
+                big = np.isfinite(float(v)) and np.isinf(np.array(v, dtype=np.float64)
+                                                         .astype(dt.numpy_dtype))
         except OverflowError:
-            raise OverflowError(f"{fn}(): {name} {v} is too large for {dt}") from None
+            big = True
+        if big:
+            raise DTypeOverflowError(f"{fn}(): {name} {v} cannot be converted to {dt} "
+                                     "without overflow")
     if _is_int_code(dt.code):
         info = np.iinfo(dt.numpy_dtype)
         if isinstance(v, (float, np.floating)):
             if not np.isfinite(v):
-                raise OverflowError(f"{fn}(): {name} {v} cannot be converted to {dt} without "
-                                    "overflow")
+                raise DTypeOverflowError(f"{fn}(): {name} {v} cannot be converted to {dt} "
+                                         "without overflow")
             v = int(v)
         # PyTorch lets uint8 take -255..-1 and wraps them (-1 -> 255)
         if not (-info.max if dt.code == DT_UINT8 else info.min) <= v <= info.max:
-            raise OverflowError(f"{fn}(): {name} {v} cannot be converted to {dt} without overflow")
+            raise DTypeOverflowError(f"{fn}(): {name} {v} cannot be converted to {dt} "
+                                     "without overflow")
         if v < 0 and dt.code == DT_UINT8:
             v = int(v) & 0xFF
     return v
@@ -203,11 +212,11 @@ def arange(start, end=None, step=1, *, dtype=None, device="cpu", requires_grad=F
         if not _is_scalar(v):
             raise TypeError(f"arange(): argument '{name}' must be a number, got {type(v).__name__}")
         if isinstance(v, (float, np.floating)) and not np.isfinite(v):
-            raise ValueError(f"arange(): argument '{name}' must be finite, got {v}")
+            raise ArgumentError(f"arange(): argument '{name}' must be finite, got {v}")
     if step == 0:
-        raise ValueError("arange(): step must be nonzero")
+        raise ArgumentError("arange(): step must be nonzero")
     if (end - start) * step < 0:
-        raise ValueError(f"arange(): upper bound {end} and step {step} are inconsistent "
+        raise ArgumentError(f"arange(): upper bound {end} and step {step} are inconsistent "
                          f"with lower bound {start}")
     all_int = isinstance(start, (int, np.integer)) and isinstance(end, (int, np.integer)) \
         and isinstance(step, (int, np.integer))
@@ -216,7 +225,7 @@ def arange(start, end=None, step=1, *, dtype=None, device="cpu", requires_grad=F
     try:
         a = np.arange(start, end, step, dtype=np.int64 if all_int else np.float64)
     except (ValueError, OverflowError) as e:     # more elements than an array can hold
-        raise ValueError(f"arange(): start={start}, end={end}, step={step} give too many "
+        raise ArgumentError(f"arange(): start={start}, end={end}, step={step} give too many "
                          f"elements ({e})") from None
     return _finish(a.astype(dt.numpy_dtype, copy=False), dt, requires_grad, device, "arange")
 
@@ -228,7 +237,7 @@ def linspace(start, end, steps, *, dtype=None, device="cpu", requires_grad=False
     end = _float_arg(end, "linspace", "end")
     steps = _int_arg(steps, "linspace", "steps")
     if steps < 0:
-        raise ValueError(f"linspace(): argument 'steps' must be non-negative, got {steps}")
+        raise ArgumentError(f"linspace(): argument 'steps' must be non-negative, got {steps}")
     a = np.linspace(start, end, steps, dtype=np.float64)
     return _finish(a.astype(dt.numpy_dtype), dt, requires_grad, device, "linspace")
 
@@ -240,7 +249,7 @@ def eye(n, m=None, *, dtype=None, device="cpu", requires_grad=False):
     m = n if m is None else _int_arg(m, "eye", "m")
     for name, v in (("n", n), ("m", m)):
         if v < 0:
-            raise ValueError(f"eye(): argument '{name}' must be non-negative, got {v}")
+            raise ArgumentError(f"eye(): argument '{name}' must be non-negative, got {v}")
     return _finish(np.eye(n, m, dtype=dt.numpy_dtype), dt, requires_grad, device, "eye")
 
 
@@ -268,14 +277,14 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device="
         if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)):
             raise TypeError(f"randint(): {name} must be an integer, got {type(v).__name__}")
     if high <= low:
-        raise ValueError(f"randint(): high ({high}) must be greater than low ({low})")
+        raise ArgumentError(f"randint(): high ({high}) must be greater than low ({low})")
     cdef DType dt = _dt_or(dtype, int64)
     # As PyTorch: [low, high - 1] must fit the dtype (NumPy would wrap int32 silently).
     lo_ok, hi_ok = _RANDINT_RANGE.get(dt.name, _RANDINT_RANGE["int64"])
     if low < lo_ok:
-        raise ValueError(f"randint(): low={low} is out of bounds for {dt}")
+        raise ArgumentError(f"randint(): low={low} is out of bounds for {dt}")
     if high - 1 > hi_ok:
-        raise ValueError(f"randint(): high - 1 = {high - 1} is out of bounds for {dt}")
+        raise ArgumentError(f"randint(): high - 1 = {high - 1} is out of bounds for {dt}")
     a = _gen(generator).integers(low, high, size=_size_args((size,)) if not isinstance(
         size, (int, np.integer)) else (int(size),), dtype=np.int64)
     return _finish(a.astype(dt.numpy_dtype, copy=False), dt, requires_grad, device, "randint")
@@ -292,7 +301,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device="
     m = (<Tensor>mean)._data if isinstance(mean, Tensor) else _float_arg(mean, "normal", "mean")
     s = (<Tensor>std)._data if isinstance(std, Tensor) else _float_arg(std, "normal", "std")
     if not np.all(np.asarray(s) >= 0):
-        raise ValueError(f"normal(): argument 'std' must be non-negative (and not nan)")
+        raise ArgumentError(f"normal(): argument 'std' must be non-negative (and not nan)")
     cdef DType dt
     if dtype is not None:
         dt = as_dtype(dtype)

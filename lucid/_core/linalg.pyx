@@ -162,6 +162,21 @@ cdef object _pair_mx(OpSchema s, Tensor a, Tensor b, DType dt):
     return _mm_mx(xa, xb, dt)
 
 
+cdef str _not_multipliable(str name, tuple sa, tuple sb):
+    """Why shapes ``sa`` and ``sb`` (both at least 1-d) have no matrix product, in lucid's
+    words rather than NumPy's gufunc signature."""
+    cdef Py_ssize_t na = len(sa), nb = len(sb)
+    cdef str head = f"{name}: shapes {sa} and {sb} cannot be multiplied"
+    k_a = sa[na - 1]
+    k_b = sb[0] if nb == 1 else sb[nb - 2]
+    if k_a != k_b:
+        where = "size" if nb == 1 else "second-to-last dimension"
+        return (f"{head}: the first's last dimension ({k_a}) must equal the second's "
+                f"{where} ({k_b})")
+    return (f"{head}: the batch dimensions {sa[:max(na - 2, 0)]} and {sb[:max(nb - 2, 0)]} "
+            "do not broadcast")
+
+
 cdef Tensor _pair(OpSchema s, Tensor a, Tensor b):
     """Run a pair op in the promoted dtype and record its node. Inside lucid.autocast
     the operands are first cast to the autocast dtype (recorded casts): the matmul
@@ -178,9 +193,8 @@ cdef Tensor _pair(OpSchema s, Tensor a, Tensor b):
         else:
             r = s.cpu.run2(_store(a._data, dt), _store(b._data, dt), dt, None)
             y = _wrap(_as_ndarray(r), dt)
-    except ValueError as e:
-        raise ShapeError(f"{s.name}: shapes {_shp(a._data)} and {_shp(b._data)} cannot be "
-                         f"multiplied: {e}") from None
+    except ValueError:
+        raise ShapeError(_not_multipliable(s.name, _shp(a._data), _shp(b._data))) from None
     if grad_enabled() and dt.is_floating_point and (a._requires_grad or b._requires_grad):
         record(s, y, (a, b), None)
     return y

@@ -14,7 +14,8 @@ from collections import namedtuple
 import numpy as np
 
 from lucid._core.core cimport *
-from lucid._core.core import LucidError, ShapeError, UnsupportedDTypeError, export, ops, register
+from lucid._core.core import (ArgumentError, LucidError, ShapeError, UnsupportedDTypeError, export,
+                              ops, register)
 
 cnp.import_array()
 
@@ -202,14 +203,14 @@ cdef object _kernel_reduce(int op, cnp.ndarray a, tuple axes, bint keepdim, bint
     if center is not None:
         if cnp.PyArray_TYPE(center) != num or cnp.PyArray_SIZE(center) != O * I \
                 or not cnp.PyArray_IS_C_CONTIGUOUS(center) or not cnp.PyArray_ISALIGNED(center):
-            raise ValueError("reduction kernel: center must be a contiguous array of the "
+            raise ArgumentError("reduction kernel: center must be a contiguous array of the "
                              "input's dtype with one value per result")
         p.center = cnp.PyArray_DATA(center)
     if op == LR_SOFTMAX_BWD or op == LR_LOGSOFTMAX_BWD or op == LR_LSE_BWD:
         if g is None or cnp.PyArray_TYPE(g) != num or not cnp.PyArray_IS_C_CONTIGUOUS(g) \
                 or cnp.PyArray_SIZE(g) != (O * I if op == LR_LSE_BWD else n) \
                 or (op == LR_LSE_BWD and center is None):
-            raise ValueError("reduction kernel: the backward ops need a contiguous gradient "
+            raise ArgumentError("reduction kernel: the backward ops need a contiguous gradient "
                              "of the input's dtype (and logsumexp's results)")
         g = _aligned(g)
         p.g = cnp.PyArray_DATA(g)
@@ -1062,7 +1063,7 @@ cdef object _norm_mx(Tensor x, double pv, tuple axes, bint keepdim):
     ax = _ax(axes)
     if cnp.PyArray_SIZE(x._data) == 0:
         if pv == -np.inf:
-            raise ValueError("norm(): p=-inf of an empty tensor has no value (a min over "
+            raise ArgumentError("norm(): p=-inf of an empty tensor has no value (a min over "
                              "no elements)")
         return _mx_identity(x, axes, keepdim, 0, _acc(x._dtype))
     if pv == np.inf:
@@ -1117,7 +1118,7 @@ def norm(input, p="fro", dim=None, keepdim=False, *, axis=None, keepdims=None):
     if p == "fro" or p is None:
         pv = 2.0
     elif isinstance(p, str):
-        raise ValueError(f"norm(): unsupported p={p!r} (use a number or 'fro')")
+        raise ArgumentError(f"norm(): unsupported p={p!r} (use a number or 'fro')")
     else:
         pv = float(p)
     cdef tuple axes = _norm_dims(dim, cnp.PyArray_NDIM(x._data))

@@ -18,8 +18,8 @@ import warnings
 import numpy as np
 
 from lucid._core.core cimport *
-from lucid._core.core import (LucidError, ShapeError, UnsupportedDTypeError, _mark_view_node,
-                              export, ops, register)
+from lucid._core.core import (ArgumentError, LucidError, ShapeError, UnsupportedDTypeError,
+                              _mark_view_node, export, ops, register)
 from lucid._core.core import schema as ops_schema
 
 cnp.import_array()
@@ -580,10 +580,10 @@ def split(tensor, split_size_or_sections, dim=0, *, axis=None):
             split_size_or_sections, (bool, np.bool_)):
         step = int(split_size_or_sections)
         if step < 0:
-            raise ValueError(f"split expects split_size be non-negative, but got {step}")
+            raise ArgumentError(f"split expects split_size be non-negative, but got {step}")
         if step == 0:
             if size != 0:
-                raise ValueError(f"split_size can only be 0 if dimension size is 0, got {size}")
+                raise ArgumentError(f"split_size can only be 0 if dimension size is 0, got {size}")
             sections = [0]
         else:
             sections = [builtins.min(step, size - s) for s in range(0, size, step)] or [0]
@@ -606,7 +606,7 @@ def chunk(input, chunks, dim=0, *, axis=None):
     cdef Tensor x = _as_tensor_dev(input)
     chunks = operator.index(chunks)
     if chunks <= 0:
-        raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+        raise ArgumentError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     cdef int nd = cnp.PyArray_NDIM(x._data)
     if nd == 0:
         raise ShapeError("chunk() expects at least a 1-dimensional tensor")
@@ -650,12 +650,12 @@ def movedim(input, source, destination):
     src = _int_tuple(source, "movedim(): source")
     dst = _int_tuple(destination, "movedim(): destination")
     if len(src) != len(dst):
-        raise ValueError(f"movedim(): source {list(src)} and destination {list(dst)} must "
+        raise ArgumentError(f"movedim(): source {list(src)} and destination {list(dst)} must "
                          "name the same number of dims")
     src = tuple(_norm_dim(d, nd) for d in src)
     dst = tuple(_norm_dim(d, nd) for d in dst)
     if len(set(src)) != len(src) or len(set(dst)) != len(dst):
-        raise ValueError(f"movedim(): repeated dim in source {list(src)} or destination "
+        raise ArgumentError(f"movedim(): repeated dim in source {list(src)} or destination "
                          f"{list(dst)}")
     perm = [-1] * nd
     for s_, d_ in zip(src, dst):
@@ -719,7 +719,7 @@ def unfold(input, dimension, size, step):
         raise ShapeError(f"unfold(): maximum size for tensor at dimension {d} is {n} but size "
                          f"is {size}")
     if step <= 0:
-        raise ValueError(f"unfold(): step is {step} but must be > 0")
+        raise ArgumentError(f"unfold(): step is {step} but must be > 0")
     if nd == 0:        # as torch: a 0-d tensor unfolds to its first `size` (0 or 1) entries
         arr = x._data.reshape(1)[:size]
     else:
@@ -999,7 +999,7 @@ def pad(input, pad, mode="constant", value=0):
             _set_history(y, node)
         return y
     if mode not in _PAD_MODES:
-        raise ValueError(f"pad(): unknown padding mode {mode!r}; expected 'constant', "
+        raise ArgumentError(f"pad(): unknown padding mode {mode!r}; expected 'constant', "
                          "'reflect', 'replicate' or 'circular'")
     if builtins.any(v < 0 for v in p):
         raise ShapeError(f"pad(): negative padding is only supported in constant mode, got {p}")

@@ -13,8 +13,8 @@ import builtins
 import numpy as np
 
 from lucid._core.core cimport *
-from lucid._core.core import (LucidError, ShapeError, UnsupportedDTypeError, _EMPTY_CACHE_HOOKS,
-                              _float_arg, export, ops, register)
+from lucid._core.core import (ArgumentError, LucidError, ShapeError, UnsupportedDTypeError,
+                              _EMPTY_CACHE_HOOKS, _float_arg, export, ops, register)
 
 cnp.import_array()
 
@@ -133,7 +133,7 @@ def _half_tables(mode=None):
     (mode, tables held) -- mode 0 off, 1 used where they win (the default), 2 built on
     first use without timing -- and first sets the mode when one is given."""
     if mode is not None and mode not in (0, 1, 2):
-        raise ValueError(f"half table mode must be 0, 1 or 2, not {mode!r}")
+        raise ArgumentError(f"half table mode must be 0, 1 or 2, not {mode!r}")
     old = lucid_half_tables(-1 if mode is None else mode)
     return old, lucid_half_table_count()
 
@@ -651,7 +651,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0):
     lo = _float_arg(min_val, "hardtanh", "min_val")
     hi = _float_arg(max_val, "hardtanh", "max_val")
     if lo > hi:
-        raise ValueError(f"hardtanh: min_val ({lo}) cannot be greater than max_val ({hi})")
+        raise ArgumentError(f"hardtanh: min_val ({lo}) cannot be greater than max_val ({hi})")
     return dispatch_unary(_S_hardtanh, input, (lo, hi))
 
 
@@ -659,7 +659,7 @@ def celu(input, alpha=1.0):
     """x where x > 0, alpha * (exp(x / alpha) - 1) elsewhere."""
     a = _float_arg(alpha, "celu", "alpha")
     if a == 0:
-        raise ValueError("celu: alpha must not be 0 (the formula divides by it)")
+        raise ArgumentError("celu: alpha must not be 0 (the formula divides by it)")
     return dispatch_unary(_S_celu, input, (a,))
 
 
@@ -671,7 +671,7 @@ def softplus_beta(input, beta=1.0, threshold=20.0):
     b = _float_arg(beta, "softplus", "beta")
     t = _float_arg(threshold, "softplus", "threshold")
     if b == 0:
-        raise ValueError("softplus: beta must not be 0 (the formula divides by it)")
+        raise ArgumentError("softplus: beta must not be 0 (the formula divides by it)")
     return dispatch_unary(_S_softplus_beta, input, (b, t))
 
 
@@ -688,7 +688,7 @@ def gelu(input, approximate="none"):
         return _gelu_exact(input)
     if approximate == "tanh":
         return gelu_tanh(input)
-    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    raise ArgumentError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
 # -- clamp ------------------------------------------------------------------------
@@ -830,7 +830,7 @@ def clamp(input, min=None, max=None):
         if r is not None:
             return r
     if min is None and max is None:
-        raise ValueError("clamp: at least one of min and max must be given")
+        raise ArgumentError("clamp: at least one of min and max must be given")
     for arg, bound in (("min", min), ("max", max)):
         if bound is not None and not isinstance(bound, Tensor) and \
                 (not _is_scalar(bound) or isinstance(bound, (str, bytes))):

@@ -21,6 +21,9 @@ void *lucid_alloc_calloc(void *ctx, size_t nelem, size_t elsize);
 void *lucid_alloc_realloc(void *ctx, void *ptr, size_t size);
 void lucid_alloc_free(void *ctx, void *ptr, size_t size);
 
+/* Register the fork handlers (once; safe to call again). Call it at load time, before
+ * any thread can hold the allocator's lock, so that a fork never copies a held lock. */
+void lucid_alloc_init(void);
 /* Free every cached buffer; returns the number of bytes released. */
 size_t lucid_alloc_release(void);
 /* The total bytes the cache may hold (each size class at most max(one buffer, limit / 8)). */

@@ -29,6 +29,10 @@ typedef void (*lucid_piece_fn)(void *ctx, ptrdiff_t piece);
 /* The most threads (caller included) a job may use. */
 #define LUCID_POOL_MAX_THREADS 256
 
+/* Register the pool's fork handlers (once; safe to call again): call it at load time,
+ * before any thread can hold the pool's lock. 0, or pthread_atfork's error. */
+int lucid_pool_init(void);
+
 /* Run fn(ctx, 0..npieces-1) on up to nthreads threads (the caller included). */
 void lucid_pool_run(lucid_piece_fn fn, void *ctx, ptrdiff_t npieces, int nthreads);
 

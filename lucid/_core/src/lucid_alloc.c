@@ -65,6 +65,8 @@ static void la_parent(void) { pthread_mutex_unlock(&A.lock); }
 static void la_child(void) { pthread_mutex_init(&A.lock, NULL); }
 static void la_init(void) { pthread_atfork(la_prepare, la_parent, la_child); }
 
+void lucid_alloc_init(void) { pthread_once(&la_once, la_init); }
+
 /* The class of a request of n bytes and its size; -1 beyond the largest class. */
 static int la_class(size_t n, size_t *cap)
 {

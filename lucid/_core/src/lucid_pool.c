@@ -108,7 +108,6 @@ static struct {
     long load_t;
     long ncpu;                     /* online cores, read once */
     long long jobs_parallel, jobs_alone, jobs_lean;   /* how parallel jobs ran */
-    int atfork_done;
     pthread_t tid[LUCID_POOL_MAX_THREADS];
 #ifndef __linux__
     pthread_mutex_t wm;
@@ -272,21 +271,31 @@ static void atfork_child(void)
     pthread_mutex_unlock(&P.submit);   /* locked by this thread in atfork_prepare */
 }
 
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static int atfork_rc;
+static void atfork_register(void)
+{
+    atfork_rc = pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+int lucid_pool_init(void)
+{
+    pthread_once(&atfork_once, atfork_register);
+    return atfork_rc;
+}
+
 /* With P.submit held: make sure `want` workers exist. 0 or pthread_create's error. */
 static int start_locked(int want)
 {
     if (want > LUCID_POOL_MAX_THREADS - 1) want = LUCID_POOL_MAX_THREADS - 1;
     if (want <= P.nworkers) return 0;
-    if (!P.atfork_done) {
-        int rc = pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-        if (rc != 0) return rc;
-        P.atfork_done = 1;
-    }
+    int rc = lucid_pool_init();
+    if (rc != 0) return rc;
     atomic_store(&P.limit, want);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);   /* signals stay with Python's threads */
-    int rc = 0;
+    rc = 0;
     while (P.nworkers < want) {
         rc = pthread_create(&P.tid[P.nworkers], NULL, worker, (void *)(intptr_t)P.nworkers);
         if (rc != 0) break;
