@@ -136,12 +136,9 @@ def _safetensors_layout(arrays, metadata):
 
 
 def _little_endian_bytes(a):
-    if a.dtype.byteorder == ">" or (a.dtype.byteorder == "=" and not _LITTLE):
+    if a.dtype.byteorder == ">" or (a.dtype.byteorder == "=" and not np.little_endian):
         a = a.astype(a.dtype.newbyteorder("<"))
     return memoryview(a.reshape(-1).view(np.uint8))
-
-
-_LITTLE = np.little_endian
 
 
 def save(obj, f):
@@ -208,7 +205,9 @@ def _is_count(v):
 
 def _parse(data):
     """(metadata dict, {name: (code, shape, begin, end)}, offset of the data section)."""
-    msg = _foreign_format(data)
+    framed = (len(data) > 8 and data[8:9] == b"{"
+              and struct.unpack("<Q", data[:8])[0] <= min(_MAX_HEADER, len(data) - 8))
+    msg = None if framed else _foreign_format(data)   # (a header length may start 80 02)
     if msg is not None:
         raise CheckpointError(msg)
     if len(data) < 8:

@@ -331,6 +331,15 @@ def test_torch_save_files_say_how_to_convert(tmp_path, zipped):
     assert "header" not in msg
 
 
+def test_a_header_length_that_looks_like_a_pickle_is_still_safetensors():
+    header = {"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}
+    h = json.dumps(header).encode()
+    h += b" " * (0x0280 - len(h))                   # length bytes 80 02: a pickle's start
+    data = _join(None, b"\0\0\x80\x3f", raw=h)
+    assert data[:2] == b"\x80\x02"
+    assert _load(data)["w"].tolist() == [1.0]
+
+
 def test_other_foreign_files():
     _refuse(np.lib.format.magic(1, 0) + b"\0" * 100, "NumPy")
     _refuse(b"PK\x03\x04" + b"\0" * 100, "zip")
