@@ -25,7 +25,33 @@ __all__ = ["autocast", "GradScaler", "is_autocast_enabled", "get_autocast_dtype"
 is_autocast_enabled = _core.is_autocast_enabled
 get_autocast_dtype = _core.get_autocast_dtype
 _HALF = ("float16", "bfloat16")
-_DEVICE_TYPES = ("cpu", "gpu", "cuda", "mps", "mlx")
+
+
+def _device_type(device, who):
+    """'cpu' or 'gpu' for a device name as torch spells it ('cuda', 'mps', 'cuda:0', ...) or
+    a lucid.Device; lucid's gpu device stands in for every accelerator."""
+    if device is None:
+        return "cpu"
+    if isinstance(device, lucid.Device):
+        return device.type
+    if not isinstance(device, str):
+        hint = ""
+        if isinstance(device, (int, float)) and not isinstance(device, bool):
+            hint = (f"; the first argument is the device, as in torch.amp.GradScaler(device, "
+                    f"init_scale, ...): write {who}(init_scale={device!r})")
+        raise TypeError(f"{who}: device must be a str or a lucid.Device, got "
+                        f"{type(device).__name__}{hint}")
+    if device.split(":")[0] in ("mps", "mlx", "metal"):
+        return "gpu"
+    return lucid.device(device).type                 # a clear error for unknown devices
+
+
+def _is_dtype_name(name):
+    try:
+        _core.as_dtype(name)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 class autocast:
@@ -40,13 +66,26 @@ class autocast:
 
         @lucid.autocast()
         def forward(x): ...
+
+    torch's order (``autocast(device_type, dtype, enabled)``: ``autocast("cuda",
+    dtype=lucid.bfloat16)``) and lucid's own (``autocast(lucid.bfloat16)``,
+    ``autocast(dtype, enabled)``) both work: a first argument that is not a device name is
+    the dtype.
     """
 
-    def __init__(self, dtype=None, enabled=True, *, device_type=None, cache_enabled=None):
-        if isinstance(dtype, str) and dtype.split(":")[0] in _DEVICE_TYPES:
-            device_type, dtype = dtype, None           # torch's autocast("cpu", dtype=...)
+    def __init__(self, device_type=None, dtype=None, enabled=True, cache_enabled=None):
+        is_device = isinstance(device_type, lucid.Device) or (
+            isinstance(device_type, str) and not _is_dtype_name(device_type))
+        if device_type is not None and not is_device:       # autocast(dtype[, enabled])
+            if isinstance(dtype, (bool, np.bool_)):
+                device_type, dtype, enabled = None, device_type, dtype
+            elif dtype is None:
+                device_type, dtype = None, device_type
+            else:
+                raise TypeError(f"autocast: the first argument must be a device type ('cpu', "
+                                f"'cuda', ...) when dtype= is given, got {device_type!r}")
         if device_type is not None:
-            lucid.device(device_type)                  # a clear error for unknown devices
+            _device_type(device_type, "autocast")
         self.dtype = lucid.float16 if dtype is None else _core.as_dtype(dtype)
         if self.dtype.name not in _HALF:
             raise lucid.UnsupportedDTypeError(
@@ -73,7 +112,7 @@ class autocast:
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with autocast(dtype, enabled):
+            with autocast(dtype=dtype, enabled=enabled):
                 return fn(*args, **kwargs)
         return wrapper
 
@@ -125,15 +164,19 @@ class GradScaler:
             scaler.update()           # halves the scale after a skip, grows it after
                                       # growth_interval clean steps
 
+    The arguments are torch.amp.GradScaler's, device first: ``GradScaler("cpu")``,
+    ``GradScaler("cuda", init_scale=1024.0)``. ``device`` ("cpu", "cuda", "gpu", "mps", or a
+    lucid.Device) is recorded, not enforced: one scaler handles gradients on either of
+    lucid's devices, so unlike torch a "cuda" scaler without a gpu is not disabled.
+
     ``step`` also takes a plain list of parameters instead of an optimizer: it then
     unscales their gradients and returns True if the update may be applied (all
     finite), False if it must be skipped.
     """
 
-    def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
-                 growth_interval=2000, enabled=True, *, device="cpu"):
-        if device is not None and not isinstance(device, str) and not isinstance(device, lucid.Device):
-            raise TypeError(f"GradScaler: device must be a str, got {type(device).__name__}")
+    def __init__(self, device="cpu", init_scale=2.0 ** 16, growth_factor=2.0,
+                 backoff_factor=0.5, growth_interval=2000, enabled=True):
+        self._device = _device_type(device, "GradScaler")
         if float(init_scale) <= 0:
             raise ValueError(f"GradScaler: init_scale must be positive, got {init_scale}")
         if float(growth_factor) <= 1.0:

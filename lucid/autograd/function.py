@@ -22,6 +22,9 @@ so a backward written in lucid ops is itself differentiated under ``create_graph
 A node has one output. A Function with several differentiable outputs records its node on
 one flat tensor holding them all and hands out reshaped slices of it (recorded views), so
 the backward gets every output's gradient at once (zeros for outputs that were unused).
+The flat tensor's dtype holds each output's values exactly (float16 and bfloat16 share
+float32), and each slice is cast back to its output's dtype and moved to its device, so
+outputs and the gradients handed to backward keep their own dtype and device, as torch's.
 """
 import functools
 
@@ -77,9 +80,11 @@ class FunctionCtx(PyNode):
         return tuple(out)
 
     def _slice(self, packed, k):
-        off, n, shape, dt = self._layout[k]
+        off, n, shape, dt, dev = self._layout[k]
         o = _ops().reshape(_ops().narrow(packed, 0, off, n), shape)
-        return o if o.dtype is dt else o.to(dt)
+        if o.dtype is not dt:
+            o = o.to(dt)            # (before the move: the gpu has no float64)
+        return o if o.device == dev else o.to(dev)
 
     def grad_formula_impl(self, g, *saved):
         self._unpacked = saved
@@ -92,11 +97,11 @@ class FunctionCtx(PyNode):
 
     def _grad_outputs(self, g):
         gos = []
-        for k, (diff, shape, dt) in enumerate(self._out_info):
+        for k, (diff, shape, dt, dev) in enumerate(self._out_info):
             if diff is None:           # not a tensor output
                 gos.append(None)
             elif not diff:
-                gos.append(_zeros(shape, dt) if self._materialize else None)
+                gos.append(_zeros(shape, dt, dev) if self._materialize else None)
             elif self._layout is None:
                 gos.append(g)
             else:
@@ -127,7 +132,7 @@ class FunctionCtx(PyNode):
                 continue
             if not isinstance(r, Tensor):
                 r = core.tensor(r)
-            shape, dt = meta
+            shape, dt, dev = meta
             if r.shape != shape:
                 try:
                     ok = np.broadcast_shapes(shape, r.shape) == r.shape
@@ -140,12 +145,15 @@ class FunctionCtx(PyNode):
                 r = _sum_to(r, shape)
             if r.dtype is not dt:
                 r = r.to(dt)
+            if r.device != dev:        # each input's gradient on its own device
+                r = r.to(dev)
             out.append(r)
         return tuple(out)
 
 
-def _zeros(shape, dt):
-    return core.from_numpy(np.zeros(shape, dtype=dt.numpy_dtype))
+def _zeros(shape, dt, dev):
+    z = core.from_numpy(np.zeros(shape, dtype=dt.numpy_dtype))
+    return z if z.device == dev else z.to(dev)
 
 
 def _sum_to(g, shape):
@@ -226,9 +234,10 @@ def _record(ctx, args, out):
     alias = {id(r): o for r, o in zip(raw, outs)}
     diff = [isinstance(o, Tensor) and o.is_floating_point() and id(r) not in non_diff
             for r, o in zip(raw, outs)]
-    ctx._out_info = [(None, None, None) if not isinstance(o, Tensor) else (d, o.shape, o.dtype)
-                     for o, d in zip(outs, diff)]
-    ctx._inputs_meta = [(a.shape, a.dtype) if isinstance(a, Tensor) else None for a in args]
+    ctx._out_info = [(None, None, None, None) if not isinstance(o, Tensor)
+                     else (d, o.shape, o.dtype, o.device) for o, d in zip(outs, diff)]
+    ctx._inputs_meta = [(a.shape, a.dtype, a.device) if isinstance(a, Tensor) else None
+                        for a in args]
     n_diff = sum(diff)
     if n_diff == 0:
         return out
@@ -261,20 +270,34 @@ def _record(ctx, args, out):
     return tuple(final) if is_tuple else final[0]
 
 
+def _exact_common_dtype(dts):
+    """The narrowest float dtype holding every value of each of ``dts`` exactly."""
+    names = {d.name for d in dts}
+    if len(names) == 1:
+        return dts[0]
+    return core.as_dtype("float64" if "float64" in names else "float32")
+
+
 def _pack(outs):
-    """One flat tensor holding every differentiable output (in the widest float dtype)."""
-    dts = [o.dtype for o in outs if o is not None]
-    dt = max(dts, key=lambda d: d.itemsize)
+    """One flat tensor holding every differentiable output's values exactly: on the gpu if
+    every output is there, else on the cpu (a slice moves back to its output's device)."""
+    live = [o for o in outs if o is not None]
+    dt = _exact_common_dtype([o.dtype for o in live])
+    dev = live[0].device if all(o.device == live[0].device for o in live) else core.device("cpu")
     layout, parts, off = {}, [], 0
-    for k, o in enumerate(outs):
-        if o is None:
-            continue
-        n = o.numel()
-        layout[k] = (off, n, o.shape, o.dtype)
-        parts.append(np.asarray(o.numpy(), dtype=dt.numpy_dtype).reshape(-1))
-        off += n
-    arr = np.concatenate(parts) if parts else np.zeros(0, dt.numpy_dtype)
-    return core.from_numpy(arr), layout
+    prev = _set_grad_enabled(False)
+    try:
+        for k, o in enumerate(outs):
+            if o is None:
+                continue
+            n = o.numel()
+            layout[k] = (off, n, o.shape, o.dtype, o.device)
+            parts.append(_ops().reshape(o.to(dev).to(dt), (n,)))
+            off += n
+        packed = _ops().cat(parts)          # (a Function packs two or more outputs)
+    finally:
+        _set_grad_enabled(prev)
+    return packed, layout
 
 
 def record_multi(node_cls, inputs, outputs, saved=(), ctx=None):
@@ -282,6 +305,10 @@ def record_multi(node_cls, inputs, outputs, saved=(), ctx=None):
     dtype): returns the output tensors, reshaped slices of the packed tensor the node is
     recorded on. ``node_cls.grad_formula_impl(g, *saved)`` gets the packed gradient; its
     ``ctx`` is ``(user ctx, layout)``, and :func:`unpack` splits a packed tensor."""
+    if len({np.asarray(o).dtype for o in outputs}) > 1:   # concatenate would promote them
+        raise TypeError("record_multi: the outputs must share one dtype, got "
+                        f"{sorted({str(np.asarray(o).dtype) for o in outputs})}; a "
+                        "Function keeps outputs of several dtypes apart")
     parts = [np.ascontiguousarray(o).reshape(-1) for o in outputs]
     dt = core.as_dtype(outputs[0].dtype)
     packed = core.from_numpy(np.concatenate(parts) if parts else np.zeros(0, dt.numpy_dtype))
