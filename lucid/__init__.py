@@ -69,7 +69,7 @@ half, double, short, long = float16, float64, int16, int64
 from lucid import nn, optim  # noqa: E402
 from lucid import amp  # noqa: E402
 from lucid.amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
-from lucid.serialization import load, save  # noqa: E402
+from lucid.serialization import CheckpointError, load, save  # noqa: E402
 
 # NumPy interop: the protocols installed on Tensor, DLPack, lucid.differentiable.
 from lucid._interop import differentiable, from_dlpack  # noqa: E402
@@ -86,8 +86,8 @@ newaxis = None
 __version__ = "0.1.0"
 
 __all__ = [
-    "AmpPolicy", "ArgumentError", "DType", "DTypeOverflowError", "Device", "Generator",
-    "LucidError", "OpSchema", "ShapeError", "Tensor",
+    "AmpPolicy", "ArgumentError", "CheckpointError", "DType", "DTypeOverflowError", "Device",
+    "Generator", "LucidError", "OpSchema", "ShapeError", "Tensor",
     "UnsupportedDTypeError", "arange", "are_deterministic_algorithms_enabled", "autograd",
     "backend_info", "bool_", "bfloat16", "autocast", "amp", "is_autocast_enabled",
     "get_autocast_dtype", "device", "double", "empty", "empty_cache", "enable_grad", "eye",

@@ -124,8 +124,6 @@ class _Boom:
 def hostile_files():
     good = _valid_bytes()
     header, body = _header(good)
-    no_meta = dict(header)
-    no_meta.pop("__metadata__")
     bad_tree = json.loads(json.dumps(header))
     bad_tree["__metadata__"]["tree"] = json.dumps({"__reduce__": ["os.system", "ls"]})
     missing = json.loads(json.dumps(header))
@@ -142,7 +140,6 @@ def hostile_files():
         "pickle": pickle.dumps(_Boom()),
         "truncated": good[: len(good) - 3],
         "header_len_too_large": struct.pack("<Q", 10 ** 9) + good[8:],
-        "no_metadata": _with_header(no_meta, body),
         "unknown_node": _with_header(bad_tree, body),
         "missing_tensor": _with_header(missing, body),
         "tree_not_json": _with_header(not_json, body),
