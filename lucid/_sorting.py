@@ -1,5 +1,5 @@
 """Sorting, selection and scatter ops as torch: sort, argsort, topk, kthvalue, median,
-quantile, unique, searchsorted, nonzero, masked_select, masked_fill, cummax, cummin,
+quantile, nanquantile, std_mean, var_mean, unique, searchsorted, nonzero, masked_select, masked_fill, cummax, cummin,
 logcumsumexp, scatter, scatter_reduce, take_along_dim, index_add, repeat_interleave,
 unflatten, meshgrid, isclose, lerp, copysign, floor_divide, div(rounding_mode=).
 
@@ -303,6 +303,34 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear", ax
     dim = _np_kw("nanquantile", "dim", dim, None, "axis", axis)
     keepdim = _np_kw("nanquantile", "keepdim", keepdim, False, "keepdims", keepdims)
     return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
+
+
+# -- std_mean, var_mean ---------------------------------------------------------------
+
+def _moment_mean(fn, moment, input, dim, unbiased, keepdim, correction, axis, keepdims):
+    dim = _np_kw(fn, "dim", dim, None, "axis", axis)
+    keepdim = _np_kw(fn, "keepdim", keepdim, False, "keepdims", keepdims)
+    if isinstance(dim, bool):          # std_mean(x, False): the old positional `unbiased`
+        dim, unbiased = None, dim
+    x = _t(input)
+    return (moment(x, dim, unbiased, keepdim, correction=correction),
+            ops.mean(x, dim, keepdim))
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
+             keepdims=None):
+    """(std, mean) over ``dim`` (all elements if None), std with ``correction`` (default 1;
+    ``unbiased=False`` is correction 0), as torch.std_mean; both differentiable."""
+    return _moment_mean("std_mean", ops.std, input, dim, unbiased, keepdim, correction, axis,
+                        keepdims)
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
+             keepdims=None):
+    """(var, mean) over ``dim`` (all elements if None), var with ``correction`` (default 1;
+    ``unbiased=False`` is correction 0), as torch.var_mean; both differentiable."""
+    return _moment_mean("var_mean", ops.var, input, dim, unbiased, keepdim, correction, axis,
+                        keepdims)
 
 
 # -- unique, searchsorted, nonzero, masked ops -------------------------------------------
@@ -1012,12 +1040,13 @@ def _m_div(self, other, *, rounding_mode=None):
     return div(self, other, rounding_mode=rounding_mode)
 
 
-for _fn in (sort, argsort, topk, kthvalue, median, quantile, nanquantile, unique, nonzero, masked_select,
+for _fn in (sort, argsort, topk, kthvalue, median, quantile, nanquantile, unique, nonzero,
+            masked_select,
             masked_fill, cummax, cummin, logcumsumexp, scatter, scatter_reduce, take_along_dim,
             index_add, repeat_interleave, unflatten, isclose, lerp, copysign, floor_divide,
             argwhere):
     export(_fn, method=True)
-for _fn in (unique_consecutive, searchsorted, bucketize, meshgrid):
+for _fn in (unique_consecutive, searchsorted, bucketize, meshgrid, std_mean, var_mean):
     export(_fn)
 export(masked_fill_, method=True)
 for _fn in (scatter, scatter_reduce, index_add):
