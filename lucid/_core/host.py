@@ -26,6 +26,11 @@ _F32 = np.dtype(np.float32)
 # np.iinfo / np.finfo guards) take a bfloat16 array for a non-float one.
 
 
+def is_half(dt):
+    """Is lucid dtype ``dt`` float16 or bfloat16 (stored in 2 bytes, computed in float32)?"""
+    return dt in _HALF
+
+
 def compute_dtype(dt):
     """The NumPy dtype a host op computes lucid dtype ``dt`` in: float32 for float16 and
     bfloat16 (as lucid's kernels: widen, compute, round once), its own otherwise."""
