@@ -682,7 +682,7 @@ def _over_axes(a, axis, keepdims, reduce_last):
 _QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
-def _quantile_impl(name, scale):
+def _quantile_impl(name, scale, quantile=lucid.quantile):
     def impl(a, q, axis=None, out=None, overwrite_input=False, method="linear",
              keepdims=False, *, weights=None, interpolation=None):
         if weights is not None:
@@ -694,7 +694,7 @@ def _quantile_impl(name, scale):
         qa = np.asarray(q.detach().numpy() if _is_t(q) else q, dtype=np.float64) / scale
         qv = float(qa) if qa.ndim == 0 else lucid.tensor(qa)      # a tensor q adds a dim
         r = _over_axes(a, axis, keepdims,
-                       lambda x: lucid.quantile(x, qv, -1, interpolation=method))
+                       lambda x: quantile(x, qv, -1, interpolation=method))
         return r if out is None else _write_out(name, r, out)
     impl.__name__ = name
     return impl
@@ -702,6 +702,8 @@ def _quantile_impl(name, scale):
 
 _quantile = _quantile_impl("quantile", 1)
 _percentile = _quantile_impl("percentile", 100)
+_nanquantile = _quantile_impl("nanquantile", 1, lucid.nanquantile)
+_nanpercentile = _quantile_impl("nanpercentile", 100, lucid.nanquantile)
 
 
 def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
@@ -908,7 +910,8 @@ FUNCTIONS = {
     np.iscomplexobj: lambda x: False, np.isrealobj: lambda x: True,
     np.shares_memory: _shares_memory, np.may_share_memory: _may_share_memory,
     np.sort: _sort, np.argsort: _argsort, np.median: _median, np.quantile: _quantile,
-    np.percentile: _percentile, np.searchsorted: _searchsorted, np.nonzero: _nonzero,
+    np.percentile: _percentile, np.nanquantile: _nanquantile,
+    np.nanpercentile: _nanpercentile, np.searchsorted: _searchsorted, np.nonzero: _nonzero,
     np.argwhere: lambda a: lucid.argwhere(a), np.unique: _unique,
     np.diag: lambda v, k=0: lucid.diag(v, k), np.diagonal: _diagonal, np.trace: _trace,
     np.tril: _triangle("tril", lucid.tril), np.triu: _triangle("triu", lucid.triu),

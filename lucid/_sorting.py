@@ -1,5 +1,5 @@
 """Sorting, selection and scatter ops as torch: sort, argsort, topk, kthvalue, median,
-quantile, unique, searchsorted, nonzero, masked_select, masked_fill, cummax, cummin,
+quantile, nanquantile, std_mean, var_mean, unique, searchsorted, nonzero, masked_select, masked_fill, cummax, cummin,
 logcumsumexp, scatter, scatter_reduce, take_along_dim, index_add, repeat_interleave,
 unflatten, meshgrid, isclose, lerp, copysign, floor_divide, div(rounding_mode=).
 
@@ -16,6 +16,7 @@ import numpy as np
 
 from lucid._core import core, host
 from lucid._core.core import (
+    ArgumentError,
     PyNode,
     ShapeError,
     Tensor,
@@ -154,12 +155,15 @@ def _keep(x, d, idx, keepdim, cls):
     return cls(v, it)
 
 
-def _median_index(a, d):
-    """Index of the lower median along d; the first NaN where there is one (torch)."""
+def _median_index(a, d, floating):
+    """Index of the lower median along d; the first NaN where there is one (torch).
+    ``floating``: the lucid dtype's predicate (a bfloat16 array's NumPy kind is 'V')."""
     n = a.shape[d]
+    if n == 0:
+        raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
     order = np.argsort(a, axis=d, kind="stable")
     idx = np.take(order, [(n - 1) // 2], axis=d)
-    if a.dtype.kind == "f":
+    if floating:
         nan = np.isnan(a)
         has = nan.any(axis=d, keepdims=True)
         first = np.argmax(nan, axis=d)
@@ -174,75 +178,159 @@ def median(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     x = _t(input)
     if dim is None:
         if x.numel() == 0:
-            return _from(np.array(np.nan, x.dtype.numpy_dtype), None, x.device)
+            return _from(np.array(_empty_median(x.dtype)), x.dtype, x.device)
         flat = ops.reshape(x, (-1,))
-        idx = _median_index(_arr(flat), 0)
+        idx = _median_index(_arr(flat), 0, x.dtype.is_floating_point)
         return ops.reshape(_gather(flat, 0, _idx(idx, x.device)), ())
     if x.ndim == 0:
         return MedianResult(ops.reshape(x, ()), _idx(np.zeros((), np.int64), x.device))
     d = _dim(dim, x.ndim)
-    return _keep(x, d, _median_index(_arr(x), d), keepdim, MedianResult)
+    return _keep(x, d, _median_index(_arr(x), d, x.dtype.is_floating_point), keepdim,
+                 MedianResult)
+
+
+def _empty_median(dt):
+    """torch's median of no elements: NaN, cast to the dtype as its kernel casts it (an
+    integer dtype of 4 or 8 bytes gets its minimum, a narrower one 0, bool True)."""
+    if dt.is_floating_point:
+        return np.nan
+    if dt.name == "bool_":
+        return True
+    return np.iinfo(dt.numpy_dtype).min if dt.itemsize >= 4 else 0
+
+
+_QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile_q(fn, q, x):
+    """q as a 1-d array of the dtype the ranks are computed in (the input's, as torch;
+    float32 for a half input, which torch refuses) and whether the result drops the q
+    dim. q outside [0, 1] or NaN raises naming ``fn`` and the value."""
+    cdt = host.compute_dtype(x.dtype)
+    if isinstance(q, Tensor):
+        if q.ndim > 1:
+            raise ShapeError(f"{fn}() q must be a scalar or 1D tensor, got {q.ndim} dims")
+        qa = _arr(q).astype(np.float64).reshape(-1)
+        bad = qa[~((qa >= 0) & (qa <= 1))]
+        if bad.size:
+            raise ArgumentError(f"{fn}() q values must be in the range [0, 1], got {bad[0]}")
+        return qa.astype(cdt), q.ndim == 0
+    qa = np.asarray(q, dtype=np.float64)
+    if qa.ndim > 1:
+        raise ShapeError(f"{fn}() q must be a scalar or 1D tensor, got {qa.ndim} dims")
+    bad = qa[~((qa >= 0) & (qa <= 1))]
+    if bad.size:
+        raise ArgumentError(f"{fn}() q must be in the range [0, 1] but got {bad.reshape(-1)[0]}")
+    return qa.astype(cdt).reshape(-1), qa.ndim == 0
+
+
+def _quantile(fn, input, q, dim, keepdim, interpolation, ignore_nan):
+    """torch's quantile: ranks q (n - 1) in the input's dtype (n: the slice's length, or
+    its count of non-NaN values for nanquantile), moved to the last element where a slice
+    holds a NaN (quantile) or has no value (nanquantile), so the result is NaN there;
+    rounded for lower / higher / nearest; linear and midpoint (weight 0.5) lerp the
+    sorted values at floor and ceil of the rank as torch's lerp does, so infinite
+    neighbours give what torch gives (-inf + 0 (inf) is NaN). Differentiable through
+    sort, gather and lerp."""
+    x = _t(input)
+    if not x.is_floating_point():
+        raise UnsupportedDTypeError(f"{fn}() input tensor must be either float or double "
+                                    f"dtype, got {x.dtype}")
+    if interpolation not in _QUANTILE_MODES:
+        raise ArgumentError(f"{fn}() interpolation must be one of linear, lower, higher, "
+                            f"midpoint or nearest, but got {interpolation!r}")
+    qa, scalar_q = _quantile_q(fn, q, x)
+    if x.numel() == 0:
+        raise ShapeError(f"{fn}() input tensor must be non-empty")
+    dev = x.device
+    if dim is None:
+        xs, d = ops.reshape(x, (-1,)), 0
+    else:
+        d = _dim(dim, x.ndim)
+        xs = x if x.ndim else ops.reshape(x, (1,))
+    a = _arr(xs)
+    cdt = qa.dtype
+    n = a.shape[d]
+    nan = np.isnan(a.astype(cdt, copy=False))
+    qc = qa.reshape((-1,) + (1,) * a.ndim)                    # (nq, 1, ..., 1)
+    if ignore_nan:
+        valid = (n - nan.sum(axis=d, keepdims=True)).astype(cdt)
+        ranks = qc * (valid - 1)
+        ranks = np.where(ranks < 0, cdt.type(0), ranks)
+    else:
+        ranks = np.where(nan.any(axis=d, keepdims=True), cdt.type(n - 1), qc * cdt.type(n - 1))
+    if interpolation == "lower":
+        ranks = np.floor(ranks)
+    elif interpolation == "higher":
+        ranks = np.ceil(ranks)
+    elif interpolation == "nearest":
+        ranks = np.rint(ranks)                                 # half to even, as torch
+
+    def at_d(r):
+        """(nq, ... 1 at d+1 ...) -> the slice's shape with nq at d (a gather index)."""
+        return np.moveaxis(np.squeeze(r, d + 1), 0, d)
+
+    below = ranks.astype(np.int64)
+    srt = sort(xs, d).values
+    r = _gather(srt, d, _idx(at_d(below), dev))
+    if interpolation in ("linear", "midpoint"):
+        above = _gather(srt, d, _idx(at_d(np.ceil(ranks).astype(np.int64)), dev))
+        w = np.full(ranks.shape, 0.5, cdt) if interpolation == "midpoint" else ranks - below
+        r = lerp(r, above, _from(at_d(w), x.dtype, dev))
+    r = ops.movedim(r, d, 0)                                  # (nq, ... without d ...)
+    if dim is None:
+        r = ops.reshape(r, (len(qa),) + ((1,) * x.ndim if keepdim else ()))
+    elif keepdim and x.ndim:
+        r = ops.unsqueeze(r, d + 1)
+    if scalar_q:
+        r = ops.squeeze(r, 0)
+    return r
 
 
 def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear", axis=None,
              keepdims=None):
     """The ``q``-quantiles (a number or 1-d tensor in [0, 1]) along ``dim`` (all elements if
-    None); a tensor ``q`` adds a leading dim. NaN if the slice holds one."""
+    None); a 1-d ``q`` adds a leading dim. NaN where the slice holds one."""
     dim = _np_kw("quantile", "dim", dim, None, "axis", axis)
     keepdim = _np_kw("quantile", "keepdim", keepdim, False, "keepdims", keepdims)
+    return _quantile("quantile", input, q, dim, keepdim, interpolation, False)
+
+
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear", axis=None,
+                keepdims=None):
+    """quantile ignoring NaN: the quantiles of each slice's other values (NaN where a
+    slice has none)."""
+    dim = _np_kw("nanquantile", "dim", dim, None, "axis", axis)
+    keepdim = _np_kw("nanquantile", "keepdim", keepdim, False, "keepdims", keepdims)
+    return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
+
+
+# -- std_mean, var_mean ---------------------------------------------------------------
+
+def _moment_mean(fn, moment, input, dim, unbiased, keepdim, correction, axis, keepdims):
+    dim = _np_kw(fn, "dim", dim, None, "axis", axis)
+    keepdim = _np_kw(fn, "keepdim", keepdim, False, "keepdims", keepdims)
+    if isinstance(dim, bool):          # std_mean(x, False): the old positional `unbiased`
+        dim, unbiased = None, dim
     x = _t(input)
-    if not x.is_floating_point():
-        raise UnsupportedDTypeError("quantile() input tensor must be either float or double dtype")
-    if interpolation not in ("linear", "lower", "higher", "midpoint", "nearest"):
-        raise ValueError("quantile() interpolation must be one of linear, lower, higher, "
-                         f"midpoint or nearest. Got {interpolation}")
-    scalar_q = not isinstance(q, Tensor)
-    qa = np.atleast_1d(np.asarray(_arr(q) if isinstance(q, Tensor) else q, dtype=np.float64))
-    if qa.ndim > 1:
-        raise ValueError("quantile() q must be a scalar or 1D tensor")
-    if np.any((qa < 0) | (qa > 1)):
-        raise ValueError("quantile() q values must be in the range [0, 1]")
-    if dim is None:
-        xs = ops.reshape(x, (-1,))
-        d = 0
-    else:
-        d = _dim(dim, x.ndim)
-        xs = x
-    srt = sort(xs, d).values
-    n = xs.shape[d]
-    a = _arr(xs)
-    nan_any = np.isnan(a).any(axis=d, keepdims=True)
-    pos = qa * (n - 1)
-    lo, hi = np.floor(pos).astype(np.int64), np.ceil(pos).astype(np.int64)
-    if interpolation == "lower":
-        hi = lo
-    elif interpolation == "higher":
-        lo = hi
-    elif interpolation == "nearest":
-        lo = hi = np.round(pos).astype(np.int64)      # half to even, as torch
-    outs = []
-    for j in range(len(qa)):
-        vlo = ops.narrow(srt, d, int(lo[j]), 1)
-        if hi[j] == lo[j]:
-            v = vlo
-        else:
-            vhi = ops.narrow(srt, d, int(hi[j]), 1)
-            w = 0.5 if interpolation == "midpoint" else float(pos[j] - lo[j])
-            v = vlo + (vhi - vlo) * w
-        v = ops.where(_from(nan_any, None, x.device), float("nan"), v)
-        outs.append(v)
-    r = ops.stack(outs, 0)                        # (nq, ... 1 at d+1 ...)
-    if dim is None:
-        r = ops.reshape(r, (len(qa),) + ((1,) * x.ndim if keepdim else ()))
-    elif not keepdim:
-        r = ops.squeeze(r, d + 1)
-    if scalar_q:
-        r = ops.squeeze(r, 0) if r.ndim else r
-    return r
+    return (moment(x, dim, unbiased, keepdim, correction=correction),
+            ops.mean(x, dim, keepdim))
 
 
-def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
-    raise NotImplementedError("nanquantile is not implemented")
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
+             keepdims=None):
+    """(std, mean) over ``dim`` (all elements if None), std with ``correction`` (default 1;
+    ``unbiased=False`` is correction 0), as torch.std_mean; both differentiable."""
+    return _moment_mean("std_mean", ops.std, input, dim, unbiased, keepdim, correction, axis,
+                        keepdims)
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
+             keepdims=None):
+    """(var, mean) over ``dim`` (all elements if None), var with ``correction`` (default 1;
+    ``unbiased=False`` is correction 0), as torch.var_mean; both differentiable."""
+    return _moment_mean("var_mean", ops.var, input, dim, unbiased, keepdim, correction, axis,
+                        keepdims)
 
 
 # -- unique, searchsorted, nonzero, masked ops -------------------------------------------
@@ -297,7 +385,8 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     dev = host.device_of("searchsorted", s, input if isinstance(input, Tensor) else None, sorter)
     if side is not None:
         if side not in ("left", "right") or (right and side == "left"):
-            raise ValueError("searchsorted: side must be 'left' or 'right' and agree with right=")
+            raise ArgumentError("searchsorted: side must be 'left' or 'right' and agree with "
+                                f"right=, got side={side!r}, right={right!r}")
         right = side == "right"
     sa, va = _arr(s), _arr(v)
     if sorter is not None:
@@ -309,9 +398,8 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
         if sa.shape[:-1] != va.shape[:-1]:
             raise ShapeError("searchsorted: boundaries and input must have the same leading dims")
         r = np.empty(va.shape, np.int64)
-        fs, fv, fr = sa.reshape(-1, sa.shape[-1]), va.reshape(-1, va.shape[-1]), r.reshape(-1, va.shape[-1])
-        for i in range(fs.shape[0]):
-            fr[i] = np.searchsorted(fs[i], fv[i], side=how)
+        for i in np.ndindex(sa.shape[:-1]):         # (any of the sizes may be 0)
+            r[i] = np.searchsorted(sa[i], va[i], side=how)
     r = np.asarray(r, dtype=np.int32 if out_int32 else np.int64)
     if scalar:
         r = r.reshape(())
@@ -373,7 +461,7 @@ def masked_fill(input, mask, value):
                          f"input of shape {tuple(x.shape)}")
     if isinstance(value, Tensor):
         if value.ndim != 0:
-            raise ValueError("masked_fill only supports a 0-dimensional value tensor, but got "
+            raise ShapeError("masked_fill only supports a 0-dimensional value tensor, but got "
                              f"tensor with {value.ndim} dimension(s).")
         v = value if value.dtype is x.dtype else value.to(x.dtype)
     else:
@@ -399,15 +487,15 @@ def masked_fill_(input, mask, value):
 
 # -- cumulative ops -----------------------------------------------------------------
 
-def _cum_index(a, d, better):
-    """Running arg-extremum along d: the latest index attaining it; NaN sticks (torch)."""
+def _cum_index(a, d, better, isf):
+    """Running arg-extremum along d: the latest index attaining it; NaN sticks (torch).
+    ``isf``: the lucid dtype is floating (a bfloat16 array's NumPy kind is 'V')."""
     a = np.moveaxis(a, d, -1)
     idx = np.zeros(a.shape, np.int64)
     if a.shape[-1] == 0:
         return np.moveaxis(idx, -1, d)
     cur = a[..., 0].copy()
     best = np.zeros(a.shape[:-1], np.int64)
-    isf = a.dtype.kind == "f"
     for i in range(a.shape[-1]):
         v = a[..., i]
         take = better(v, cur)
@@ -426,7 +514,7 @@ def cummax(input, dim=None, *, axis=None):
     if x.ndim == 0:
         return CumResult(ops.reshape(x, ()), _idx(np.zeros((), np.int64), x.device))
     d = _dim(dim, x.ndim)
-    idx = _idx(_cum_index(_arr(x), d, np.greater_equal), x.device)
+    idx = _idx(_cum_index(_arr(x), d, np.greater_equal, x.dtype.is_floating_point), x.device)
     return CumResult(_gather(x, d, idx), idx)
 
 
@@ -437,7 +525,7 @@ def cummin(input, dim=None, *, axis=None):
     if x.ndim == 0:
         return CumResult(ops.reshape(x, ()), _idx(np.zeros((), np.int64), x.device))
     d = _dim(dim, x.ndim)
-    idx = _idx(_cum_index(_arr(x), d, np.less_equal), x.device)
+    idx = _idx(_cum_index(_arr(x), d, np.less_equal, x.dtype.is_floating_point), x.device)
     return CumResult(_gather(x, d, idx), idx)
 
 
@@ -472,8 +560,7 @@ def logcumsumexp(input, dim=None, *, axis=None):
     if x.ndim == 0:
         return ops.reshape(x, ()) * 1.0
     d = _dim(dim, x.ndim)
-    a = _arr(x)
-    comp = a.astype(np.float32) if a.dtype == np.float16 else a
+    comp = _arr(x).astype(host.compute_dtype(x.dtype), copy=False)
     with np.errstate(all="ignore"):
         r = np.logaddexp.accumulate(comp, axis=d)
     out = _from(r, x.dtype, x.device)
@@ -492,9 +579,8 @@ def _full_index(index, d):
                  for k in range(nd))
 
 
-def _check_scatter(x, d, index, src):
-    if index.dtype is not _int64:
-        raise UnsupportedDTypeError("scatter(): Expected dtype int64 for index")
+def _check_scatter(op, x, d, index, src):
+    host.check_index(op, index)
     if index.ndim != x.ndim:
         raise ShapeError("Index tensor must have the same number of dimensions as self tensor")
     for k in range(x.ndim):
@@ -540,7 +626,8 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
         value, src = src, None
     if reduce is not None:
         if reduce not in ("add", "multiply"):
-            raise ValueError("reduce argument must be either add or multiply.")
+            raise ArgumentError(f"scatter(): reduce argument must be either add or multiply, "
+                                f"got {reduce!r}")
         s = src if src is not None else _from(
             np.full(tuple(index.shape), value, _t(input).dtype.numpy_dtype), None,
             _t(input).device)
@@ -549,7 +636,7 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     x, index = _t(input), _t(index)
     dev = host.device_of("scatter", x, index, src)
     d = _dim(dim, x.ndim)
-    ia = _check_scatter(x, d, index, src)
+    ia = _check_scatter("scatter", x, d, index, src)
     out = _arr(x).copy()
     fi = _full_index(ia, d)
     if src is None:
@@ -610,16 +697,20 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     """Reduce ``src`` into ``input`` at ``index`` along ``dim``: 'sum', 'prod', 'mean',
     'amax' or 'amin' (``include_self=False``: written positions ignore input's value)."""
     if reduce not in _REDUCE_UFUNC:
-        raise ValueError("reduce argument must be either sum, prod, mean, amax or amin, got "
-                         f"{reduce}")
+        raise ArgumentError("scatter_reduce(): reduce argument must be either sum, prod, mean, "
+                            f"amax or amin, got {reduce!r}")
     x, index, src = _t(input), _t(index), _t(src)
     dev = host.device_of("scatter_reduce", x, index, src)
     d = _dim(dim, x.ndim)
-    ia = _check_scatter(x, d, index, src)
+    ia = _check_scatter("scatter_reduce", x, d, index, src)
     sp = _src_part(src, index)
     if sp.dtype is not x.dtype:
         sp = sp.to(x.dtype)
-    a, s = _arr(x), _arr(sp)
+    # float16 / bfloat16 accumulate in float32 and round once, as torch's kernel
+    comp = host.compute_dtype(x.dtype)
+    floating = x.dtype.is_floating_point
+    a_dt = x.dtype.numpy_dtype
+    a, s = _arr(x).astype(comp, copy=False), _arr(sp).astype(comp, copy=False)
     fi = _full_index(ia, d)
     written = np.zeros(a.shape, bool)
     written[fi] = True
@@ -628,15 +719,16 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
         out = a.copy()
     else:
         ident = {"sum": 0, "mean": 0, "prod": 1,
-                 "amax": -np.inf if a.dtype.kind == "f" else np.iinfo(a.dtype).min,
-                 "amin": np.inf if a.dtype.kind == "f" else np.iinfo(a.dtype).max}[reduce]
-        out = np.where(written, np.asarray(ident).astype(a.dtype), a)
+                 "amax": -np.inf if floating else np.iinfo(comp).min,
+                 "amin": np.inf if floating else np.iinfo(comp).max}[reduce]
+        out = np.where(written, np.asarray(ident).astype(comp), a)
     uf.at(out, fi, s)
     count = np.ones(a.shape, np.int64) if include_self else np.zeros(a.shape, np.int64)
     np.add.at(count, fi, 1)
     count = np.maximum(count, 1)
-    if reduce == "mean":
-        out = out / count if a.dtype.kind == "f" else np.floor_divide(out, count)
+    if reduce == "mean":     # torch stores the sum in the input's dtype, then divides it
+        out = (out.astype(a_dt).astype(comp) / count).astype(comp) if floating else \
+            np.floor_divide(out, count)
     r = _from(out, x.dtype, dev)
     if x.dtype.is_floating_point and _need(x, sp):
         _py_attach(_py_node(ScatterReduceBackward), r, (x, sp), (x, sp, r),
@@ -660,6 +752,9 @@ def index_add(input, dim, index, source, *, alpha=1):
     x, index, source = _t(input), _t(index), _t(source)
     dev = host.device_of("index_add", x, index, source)
     d = _dim(dim, x.ndim)
+    host.check_index("index_add", index)
+    if index.ndim > 1:
+        raise ShapeError("index_add(): Index is supposed to be a vector")
     ia = _arr(index).reshape(-1)
     if source.ndim and source.shape[d] != ia.size:
         raise ShapeError("index_add_(): Number of indices should be equal to source.size(dim)")
@@ -731,8 +826,8 @@ def meshgrid(*tensors, indexing="ij"):
         tensors = tuple(tensors[0])
     ts = [_t(t) for t in tensors]
     if indexing not in ("ij", "xy"):
-        raise ValueError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but "
-                         f"received: {indexing}")
+        raise ArgumentError(f"meshgrid: indexing must be one of \"xy\" or \"ij\", but "
+                            f"received: {indexing!r}")
     for t in ts:
         if t.ndim > 1:
             raise ShapeError("torch.meshgrid: Expected 0D or 1D tensor in the tensor list")
@@ -826,12 +921,17 @@ def _operand(v):
     return core.tensor(v)
 
 
+def _kind(dt):
+    """0 bool, 1 integer, 2 floating, read from the lucid dtype of NumPy dtype ``dt``
+    (bfloat16's NumPy kind is 'V')."""
+    d = core.as_dtype(dt)
+    return 0 if d.name == "bool_" else (2 if d.is_floating_point else 1)
+
+
 def _promote_types(a, b):
     """torch.promote_types of two NumPy dtypes (NumPy's differs: int64 with float32 is
     float64 there, float32 here; uint8 with int8 is int16 in both)."""
-    def kind(dt):
-        return 0 if dt == np.bool_ else (1 if dt.kind in "iu" else 2)
-
+    kind = _kind
     if a == b:
         return a
     if kind(a) != kind(b):
@@ -854,9 +954,7 @@ def _result_dtype(a, b):
             return 0, np.dtype(np.int64)
         return 0, np.dtype(np.float32)
 
-    def kind(dt):
-        return 0 if dt == np.bool_ else (1 if dt.kind in "iu" else 2)
-
+    kind = _kind
     (ca, da), (cb, db) = cat(a), cat(b)
     if ca == cb:
         return _promote_types(da, db)
@@ -882,8 +980,8 @@ def div(input, other, *, rounding_mode=None):
     if rounding_mode is None:
         return _div_true(input, other)
     if rounding_mode not in ("trunc", "floor"):
-        raise ValueError("div expected rounding_mode to be one of None, 'trunc', or 'floor' "
-                         f"but found '{rounding_mode}'")
+        raise ArgumentError("div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+                            f"but found {rounding_mode!r}")
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         raise TypeError("div(): expected at least one Tensor operand")
     input, other = _operand(input), _operand(other)
@@ -891,7 +989,8 @@ def div(input, other, *, rounding_mode=None):
     dt = _result_dtype(input, other)
     a = _arr(input).astype(dt) if isinstance(input, Tensor) else np.asarray(input).astype(dt)
     b = _arr(other).astype(dt) if isinstance(other, Tensor) else np.asarray(other).astype(dt)
-    if dt.kind in "iub":
+    floating = _kind(dt) == 2
+    if not floating:
         if np.any(b == 0) and np.broadcast(a, b).size:     # an empty result divides nothing
             raise ZeroDivisionError(f"div(rounding_mode={rounding_mode!r}): integer division "
                                     "by zero")
@@ -902,12 +1001,12 @@ def div(input, other, *, rounding_mode=None):
         if rounding_mode == "trunc":
             q = q + ((q < 0) & (q * b != a))
     else:
-        comp = np.float32 if dt == np.float16 else dt
+        comp = host.compute_dtype(core.as_dtype(dt))
         with np.errstate(all="ignore"):
             q = np.true_divide(a.astype(comp), b.astype(comp))
             q = np.trunc(q) if rounding_mode == "trunc" else np.floor_divide(a.astype(comp), b.astype(comp))
     r = _from(np.asarray(q).astype(dt), None, dev)
-    if dt.kind == "f" and _need(input, other):
+    if floating and _need(input, other):
         _py_attach(_py_node(DivRoundedBackward), r, (input, other), (),
                    tuple(tuple(v.shape) if isinstance(v, Tensor) else None for v in (input, other)))
     return r
@@ -941,12 +1040,13 @@ def _m_div(self, other, *, rounding_mode=None):
     return div(self, other, rounding_mode=rounding_mode)
 
 
-for _fn in (sort, argsort, topk, kthvalue, median, quantile, unique, nonzero, masked_select,
+for _fn in (sort, argsort, topk, kthvalue, median, quantile, nanquantile, unique, nonzero,
+            masked_select,
             masked_fill, cummax, cummin, logcumsumexp, scatter, scatter_reduce, take_along_dim,
             index_add, repeat_interleave, unflatten, isclose, lerp, copysign, floor_divide,
             argwhere):
     export(_fn, method=True)
-for _fn in (unique_consecutive, searchsorted, bucketize, meshgrid):
+for _fn in (unique_consecutive, searchsorted, bucketize, meshgrid, std_mean, var_mean):
     export(_fn)
 export(masked_fill_, method=True)
 for _fn in (scatter, scatter_reduce, index_add):

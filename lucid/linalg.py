@@ -10,7 +10,7 @@ runs it with grad mode off, ``create_graph=True`` records it, so second derivati
 differentiated through their parts. Ops with several differentiable outputs (``eigh``,
 ``svd``, ``qr``) record one node on a packed tensor (:func:`lucid.autograd.function.record_multi`).
 
-LAPACK has no float16: the decompositions reject it, as torch does.
+LAPACK has no half precision: the decompositions reject float16 and bfloat16, as torch does.
 """
 import collections
 import functools
@@ -19,8 +19,9 @@ import string
 
 import numpy as np
 
-from lucid._core import core
+from lucid._core import core, host
 from lucid._core.core import (
+    ArgumentError,
     LucidError,
     PyNode,
     ShapeError,
@@ -29,7 +30,6 @@ from lucid._core.core import (
     _py_attach,
     _py_node,
     export,
-    register,
 )
 from lucid.autograd.function import unpack
 
@@ -68,18 +68,15 @@ __all__ = [
 
 
 # -- helpers ------------------------------------------------------------------------
+# The host-op helpers of lucid/_core/host.py (shared with lucid._sorting and
+# lucid.special): a tensor from an argument, a tensor's values on the host, a NumPy
+# result as a tensor of a dtype, whether a node is recorded, a node class's schema.
 
-def _t(x):
-    return x if isinstance(x, Tensor) else core.tensor(x)
-
-
-def _wrap(arr, dt):
-    arr = np.asarray(arr)
-    if not arr.flags.c_contiguous:
-        arr = arr.copy(order="C")      # (np.ascontiguousarray would make a 0-d array 1-d)
-    if arr.dtype != dt.numpy_dtype:
-        arr = arr.astype(dt.numpy_dtype)
-    return core.from_numpy(arr)
+_t = host.as_tensor
+_arr = host.to_host
+_wrap = host.from_host          # (array, dtype) -> a cpu tensor
+_need = host.needs_grad
+_op = host.op                   # (name, arity, saves_input, saves_output, amp)
 
 
 def _host_only(fn, name):
@@ -96,13 +93,14 @@ def _host_only(fn, name):
 
 
 def _float(x, fn, allow_half=False):
-    """x as a floating tensor (integers -> float32, as torch's linalg refuses them; we
-    convert), float16 refused by LAPACK ops."""
+    """x as a floating tensor (integers refused, as torch's linalg refuses them); float16
+    and bfloat16 refused by LAPACK ops, as torch."""
     x = _t(x)
     if not x.is_floating_point():
         raise UnsupportedDTypeError(f"linalg.{fn}: expected a floating point tensor, got {x.dtype}")
-    if x.dtype is core.as_dtype("float16") and not allow_half:
-        raise UnsupportedDTypeError(f"linalg.{fn}: float16 is not supported (no LAPACK kernel)")
+    if host.is_half(x.dtype) and not allow_half:
+        raise UnsupportedDTypeError(f"linalg.{fn}: {x.dtype.name} is not supported (no LAPACK "
+                                    "kernel)")
     return x
 
 
@@ -110,18 +108,6 @@ def _square(x, fn):
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
         raise ShapeError(f"linalg.{fn}: A must be batches of square matrices, but they are "
                          f"{' by '.join(map(str, x.shape[-2:]))} matrices")
-
-
-def _need(*xs):
-    return core.is_grad_enabled() and any(isinstance(x, Tensor) and x.requires_grad for x in xs)
-
-
-def _op(name, arity=1, saves_input=False, saves_output=False, amp="Promote"):
-    """Class decorator: register the op's schema and bind it to the node class."""
-    def deco(cls):
-        cls.schema_v1 = register(name, amp, arity, saves_input, saves_output, node=cls)
-        return cls
-    return deco
 
 
 def _record(cls, out, inputs, saved=(), ctx=None):
@@ -198,7 +184,7 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
     if d1 == d2:
         raise ValueError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     offset = operator.index(offset)
-    base = x.numpy(force=True)
+    base = _arr(x)
     arr = np.diagonal(base, offset, d1, d2)      # NumPy's view is read-only; torch's is not
     arr.flags.writeable = base.flags.writeable
     y = core._view_of(x, arr)
@@ -212,7 +198,7 @@ def _diag_scatter(src, shape, offset, d1, d2):
     """zeros(shape) with ``src`` on the diagonal (offset, d1, d2): diagonal's adjoint."""
     out = np.zeros(shape, dtype=src.dtype.numpy_dtype)
     idx = _diag_index(shape, offset, d1, d2)
-    out[idx] = src.numpy(force=True)
+    out[idx] = _arr(src)
     return _record(DiagScatterBackward, _wrap(out, src.dtype), (src,), (),
                    (shape, offset, d1, d2))
 
@@ -280,7 +266,7 @@ def trace(input):
     if x.ndim != 2:
         raise ShapeError(f"trace: expected a matrix, but got tensor with dim {x.ndim}")
     dt = x.dtype if x.dtype.is_floating_point else core.as_dtype("int64")
-    out = _wrap(np.asarray(np.trace(x.numpy(force=True))), dt)
+    out = _wrap(np.asarray(np.trace(_arr(x))), dt)
     return _record(TraceBackward, out, (x,), (), x.shape)
 
 
@@ -305,7 +291,7 @@ def tril(input, diagonal=0):
     x = _t(input)
     if x.ndim < 2:
         raise ShapeError("tril: input tensor must have at least 2 dimensions")
-    out = _wrap(np.tril(x.numpy(force=True), diagonal), x.dtype)
+    out = _wrap(np.tril(_arr(x), diagonal), x.dtype)
     return _record(TrilBackward, out, (x,), (), (tril, diagonal))
 
 
@@ -314,7 +300,7 @@ def triu(input, diagonal=0):
     x = _t(input)
     if x.ndim < 2:
         raise ShapeError("triu: input tensor must have at least 2 dimensions")
-    out = _wrap(np.triu(x.numpy(force=True), diagonal), x.dtype)
+    out = _wrap(np.triu(_arr(x), diagonal), x.dtype)
     return _record(TriuBackward, out, (x,), (), (triu, diagonal))
 
 
@@ -360,36 +346,84 @@ def tensordot(a, b, dims=2):
     return einsum("".join(la) + "," + "".join(lb) + "->" + "".join(out), a, b)
 
 
+def _einsum_term(term, where):
+    """A term's subscripts with '...' kept as one token; any other '.' or character outside
+    [a-zA-Z] raises naming ``where``."""
+    if term.count("...") > 1:
+        raise ArgumentError(f"einsum(): found '.' for {where} but an ellipsis (...) was "
+                            "already found")
+    rest = term.replace("...", "")
+    if "." in rest:
+        raise ArgumentError(f"einsum(): found '.' for {where} that is not part of any ellipsis")
+    for c in rest:
+        if c not in string.ascii_letters:
+            raise ArgumentError(f"einsum(): invalid subscript {c!r} given for {where}, "
+                                "subscripts must be in [a-zA-Z]")
+    return term
+
+
 def _parse_einsum(eq, operands):
+    """(subscripts of each operand with '...' spelled out as letters, output subscripts),
+    after torch's checks: operand count, characters, dims per operand, output subscripts
+    unique and present in an input, sizes of a repeated subscript equal (or 1, which
+    broadcasts, across operands). A bad equation raises ArgumentError, sizes ShapeError."""
     eq = eq.replace(" ", "")
+    if eq.count("->") > 1:
+        raise ArgumentError("einsum(): the equation has more than one '->'")
     if "->" in eq:
         lhs, rhs = eq.split("->")
     else:
         lhs, rhs = eq, None
     terms = lhs.split(",")
     if len(terms) != len(operands):
-        raise ValueError(f"einsum(): {len(terms)} operand subscripts for {len(operands)} operands")
+        raise ArgumentError(f"einsum(): the equation has {len(terms)} operand subscript(s) but "
+                            f"{len(operands)} operand(s) were given")
+    terms = [_einsum_term(t, f"operand {k}") for k, t in enumerate(terms)]
+    if rhs is not None:
+        rhs = _einsum_term(rhs, "the output")
     used = {c for c in eq if c.isalpha()}
     free = iter(c for c in string.ascii_letters if c not in used)
     ell_n = 0
-    for t, x in zip(terms, operands):
+    for k, (t, x) in enumerate(zip(terms, operands)):
+        named = len(t) - 3 if "..." in t else len(t)
+        if named > x.ndim or ("..." not in t and named != x.ndim):
+            raise ArgumentError(
+                f"einsum(): the number of subscripts in the equation ({named}) does not match "
+                f"the number of dimensions ({x.ndim}) for operand {k}"
+                + ("" if "..." in t else " and no ellipsis was given"))
         if "..." in t:
-            ell_n = max(ell_n, x.ndim - (len(t) - 3))
+            ell_n = max(ell_n, x.ndim - named)
     ell = "".join(next(free) for _ in range(ell_n))
-    subs = []
-    for t, x in zip(terms, operands):
+    subs, size = [], {}
+    for k, (t, x) in enumerate(zip(terms, operands)):
         if "..." in t:
-            k = x.ndim - (len(t) - 3)
-            t = t.replace("...", ell[ell_n - k:])
-        if len(t) != x.ndim:
-            raise ValueError(f"einsum(): the number of subscripts in the equation ({len(t)}) "
-                             f"does not match the number of dimensions ({x.ndim}) for an operand")
+            n = x.ndim - (len(t) - 3)
+            t = t.replace("...", ell[ell_n - n:])
+        seen = {}
+        for c, n in zip(t, x.shape):
+            what = ("a dimension covered by the ellipsis" if c in ell else f"subscript {c}")
+            if c in seen and seen[c] != n:
+                raise ShapeError(f"einsum(): {what} is repeated for operand {k} but the sizes "
+                                 f"don't match, {n} != {seen[c]}")
+            seen[c] = n
+            if size.get(c, 1) != 1 and n != 1 and size[c] != n:
+                raise ShapeError(f"einsum(): {what} has size {n} for operand {k} which does "
+                                 f"not broadcast with previously seen size {size[c]}")
+            if n != 1 or c not in size:
+                size[c] = n
         subs.append(t)
     if rhs is None:
         counts = collections.Counter("".join(subs))
         rhs = ell + "".join(sorted(c for c in counts if counts[c] == 1 and c not in ell))
     else:
         rhs = rhs.replace("...", ell)
+        for c in rhs:
+            if rhs.count(c) > 1:
+                raise ArgumentError(f"einsum(): output subscript {c} appears more than once in "
+                                    "the output")
+            if c not in size:
+                raise ArgumentError(f"einsum(): output subscript {c} does not appear in the "
+                                    "equation for any input operand")
     return subs, rhs
 
 
@@ -503,7 +537,7 @@ def einsum(equation, *operands):
     x, s = _sum_out(x, s, set(rhs))
     if sorted(s) != sorted(rhs):
         missing = set(rhs) - set(s)
-        raise ValueError(f"einsum(): output subscripts {sorted(missing)} do not appear in the input")
+        raise LucidError(f"einsum(): output subscripts {sorted(missing)} lost in contraction")
     if s != rhs:
         x = ops.permute(x, tuple(s.index(c) for c in rhs))
     return x
@@ -511,7 +545,7 @@ def einsum(equation, *operands):
 
 # -- solve, inv, det, slogdet -------------------------------------------------------
 
-@_op("linalg_inv", saves_output=True)
+@_op("linalg_inv", saves_output=True, amp="Promote")
 class LinalgInvBackward(PyNode):
     """Backward of inv: gA = -Y^T g Y^T with Y = inv(A)."""
 
@@ -524,7 +558,7 @@ def inv(A):
     """The inverse of each square matrix in ``A`` (raises for a singular one)."""
     A = _float(A, "inv")
     _square(A, "inv")
-    out = _wrap(_lapack(np.linalg.inv, A.numpy(force=True)), A.dtype)
+    out = _wrap(_lapack(np.linalg.inv, _arr(A)), A.dtype)
     if _need(A):
         _py_attach(_py_node(LinalgInvBackward), out, (A,), (out,))
     return out
@@ -534,7 +568,7 @@ def _vector_rhs(A, B):
     return B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
 
 
-@_op("linalg_solve", arity=2, saves_input=True, saves_output=True)
+@_op("linalg_solve", arity=2, saves_input=True, saves_output=True, amp="Promote")
 class LinalgSolveBackward(PyNode):
     """Backward of X = solve(A, B): gB = solve(A^T, g), gA = -gB X^T (batch dims summed)."""
 
@@ -564,7 +598,7 @@ def solve(A, B, *, left=True):
     if B.dtype is not dt:
         B = B.to(dt)
     vec = _vector_rhs(A, B)
-    a, b = A.numpy(force=True), B.numpy(force=True)
+    a, b = _arr(A), _arr(B)
     bb = b[..., None] if vec else b
     try:
         batch = np.broadcast_shapes(a.shape[:-2], bb.shape[:-2])
@@ -585,7 +619,7 @@ def solve(A, B, *, left=True):
     return out
 
 
-@_op("linalg_det", saves_input=True, saves_output=True)
+@_op("linalg_det", saves_input=True, saves_output=True, amp="Promote")
 class LinalgDetBackward(PyNode):
     """Backward of det: gA = g det(A) inv(A)^T, or, where a det is exactly 0, the cofactor
     matrix through the SVD (_det_grad_singular)."""
@@ -616,13 +650,13 @@ def det(A):
     """The determinant of each square matrix (the gradient needs A invertible)."""
     A = _float(A, "det")
     _square(A, "det")
-    out = _wrap(np.asarray(_lapack(np.linalg.det, A.numpy(force=True))), A.dtype)
+    out = _wrap(np.asarray(_lapack(np.linalg.det, _arr(A))), A.dtype)
     if _need(A):
         _py_attach(_py_node(LinalgDetBackward), out, (A,), (A, out))
     return out
 
 
-@_op("linalg_slogdet", saves_input=True)
+@_op("linalg_slogdet", saves_input=True, amp="Promote")
 class LinalgSlogdetBackward(PyNode):
     """Backward of slogdet's logabsdet: gA = g inv(A)^T (sign has no gradient)."""
 
@@ -637,7 +671,7 @@ def slogdet(A):
     """(sign, log|det|) of each square matrix: finite where det over/underflows."""
     A = _float(A, "slogdet")
     _square(A, "slogdet")
-    s, l = _lapack(np.linalg.slogdet, A.numpy(force=True))
+    s, l = _lapack(np.linalg.slogdet, _arr(A))
     sign, logabs = _wrap(np.asarray(s), A.dtype), _wrap(np.asarray(l), A.dtype)
     if _need(A):
         _py_attach(_py_node(LinalgSlogdetBackward), logabs, (A,), (A,))
@@ -657,7 +691,7 @@ def _phi(x):
     return tril(x, -1) + 0.5 * diag_embed(diagonal(x, 0, -2, -1))
 
 
-@_op("linalg_cholesky", saves_output=True)
+@_op("linalg_cholesky", saves_output=True, amp="Promote")
 class LinalgCholeskyBackward(PyNode):
     """Backward of L = cholesky(A): gA = sym(L^-T phi(L^T gL) L^-1), phi = tril with the
     diagonal halved (A's upper triangle is taken to mirror the lower one)."""
@@ -677,7 +711,7 @@ def cholesky(A, *, upper=False):
     A = _float(A, "cholesky")
     _square(A, "cholesky")
     try:
-        L = np.linalg.cholesky(A.numpy(force=True))
+        L = np.linalg.cholesky(_arr(A))
     except np.linalg.LinAlgError:
         raise LucidError("linalg.cholesky: The factorization could not be completed because "
                          "the input is not positive-definite.") from None
@@ -706,7 +740,7 @@ def _qr_grad_deep(Q, R, gQ, gR):
     return ops.matmul(Q, gR + rsolve_t(M)) + rsolve_t(gQ - ops.matmul(Q, qdq))
 
 
-@_op("linalg_qr", saves_output=True)
+@_op("linalg_qr", saves_output=True, amp="Promote")
 class LinalgQrBackward(PyNode):
     """Backward of (Q, R) = qr(A) (TensorFlow's QrGrad): m >= n as _qr_grad_deep; m < n
     splits A = [X | Y] = Q [U | V]: gY = Q gV and gX is the square case with gQ + Y gV^T."""
@@ -736,7 +770,7 @@ def qr(A, mode="reduced"):
     if mode not in ("reduced", "complete", "r"):
         raise ValueError(f"qr received unrecognized mode '{mode}' but expected one of "
                          "'reduced' (default), 'r', or 'complete'")
-    a = A.numpy(force=True)
+    a = _arr(A)
     m, n = a.shape[-2:]
     Q, R = np.linalg.qr(a, mode="complete" if mode == "complete" else "reduced")
     if mode == "r":
@@ -765,7 +799,7 @@ def _multi(cls, inputs, outs, dt, ctx):
     return unpack(packed, layout)
 
 
-@_op("linalg_eigh", saves_output=True)
+@_op("linalg_eigh", saves_output=True, amp="Promote")
 class LinalgEighBackward(PyNode):
     """Backward of (L, V) = eigh(A): gA = V (diag(gL) + skew(V^T gV)/2 / E) V^T, with
     E_ij = L_j - L_i. The eigenvector term is left out when gV is zero (eigenvalues alone
@@ -798,7 +832,7 @@ def eigh(A, UPLO="L"):
     _square(A, "eigh")
     if UPLO not in ("L", "U"):
         raise ValueError("Expected UPLO argument to be 'L' or 'U'")
-    w, v = _lapack(np.linalg.eigh, A.numpy(force=True), UPLO)
+    w, v = _lapack(np.linalg.eigh, _arr(A), UPLO)
     if not _need(A):
         return EighResult(_wrap(w, A.dtype), _wrap(v, A.dtype))
     return EighResult(*_multi(LinalgEighBackward, (A,), [w, v], A.dtype, UPLO))
@@ -809,7 +843,7 @@ def eigvalsh(A, UPLO="L"):
     return eigh(A, UPLO).eigenvalues
 
 
-@_op("linalg_svd", saves_output=True)
+@_op("linalg_svd", saves_output=True, amp="Promote")
 class LinalgSvdBackward(PyNode):
     """Backward of (U, S, Vh) = svd(A, full_matrices=False), torch's formula:
     gA = U [skew(U^T gU)/E S + S skew(V^T gV)/E + diag(gS)] V^T + the terms outside the
@@ -857,7 +891,7 @@ def svd(A, full_matrices=True, *, driver=None):
     """A = U diag(S) Vh, singular values descending. The backward needs
     ``full_matrices=False`` when A is not square (as torch)."""
     A = _float(A, "svd")
-    a = A.numpy(force=True)
+    a = _arr(A)
     m, n = a.shape[-2:]
     u, s, vh = _lapack(lambda x: np.linalg.svd(x, full_matrices=full_matrices), a)
     if not _need(A):
@@ -871,7 +905,7 @@ def svdvals(A, *, driver=None):
     return svd(A, full_matrices=False).S
 
 
-@_op("linalg_pinv", saves_input=True, saves_output=True)
+@_op("linalg_pinv", saves_input=True, saves_output=True, amp="Promote")
 class LinalgPinvBackward(PyNode):
     """Backward of the pseudo-inverse P of A (torch's pinv_backward; valid where the rank
     is locally constant)."""
@@ -893,7 +927,7 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False):
     """Moore-Penrose pseudo-inverse (singular values below max(atol, rtol * s_max) dropped;
     rtol defaults to eps * max(m, n) when atol is not given, as torch)."""
     A = _float(A, "pinv")
-    a = A.numpy(force=True)
+    a = _arr(A)
     m, n = a.shape[-2:]
     if rtol is None:
         rtol = np.finfo(a.dtype).eps * max(m, n) if atol is None or atol == 0 else 0.0
@@ -912,7 +946,7 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False):
 
 def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
     """Number of singular values above the tolerance (pinv's)."""
-    a = _float(A, "matrix_rank").numpy(force=True)
+    a = _arr(_float(A, "matrix_rank"))
     m, n = a.shape[-2:]
     if rtol is None:
         rtol = np.finfo(a.dtype).eps * max(m, n) if atol is None or atol == 0 else 0.0
@@ -989,8 +1023,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
         x = x.to(dtype)
     ord = float(ord)
     axes = _axes(dim, x.ndim)
-    a = x.numpy(force=True)
-    comp = a.astype(np.float32) if a.dtype == np.float16 else a
+    a = _arr(x)
+    comp = a.astype(host.compute_dtype(x.dtype), copy=False)
     ax = np.abs(comp)
     npax = axes
     if ord == float("inf"):
@@ -1136,7 +1170,7 @@ def multi_dot(tensors):
     return r
 
 
-@_op("linalg_solve_triangular", arity=2, saves_input=True, saves_output=True)
+@_op("linalg_solve_triangular", arity=2, saves_input=True, saves_output=True, amp="Promote")
 class LinalgSolveTriangularBackward(PyNode):
     """Backward of X = solve_triangular(A, B): gB = solve_triangular(A^T, g) (the other
     triangle), gA = -gB X^T restricted to A's triangle (and zero diagonal if unitriangular)."""
@@ -1166,7 +1200,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     A, B = _float(A, "solve_triangular"), _float(B, "solve_triangular")
     _square(A, "solve_triangular")
     dt = core.as_dtype(np.promote_types(A.dtype.numpy_dtype, B.dtype.numpy_dtype))
-    a, b = A.numpy(force=True).astype(dt.numpy_dtype), B.numpy(force=True).astype(dt.numpy_dtype)
+    a, b = _arr(A).astype(dt.numpy_dtype), _arr(B).astype(dt.numpy_dtype)
     if not left:
         a, b = np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])

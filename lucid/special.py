@@ -39,7 +39,6 @@ class _SciPySpecial:
 
 
 sc = _SciPySpecial()
-_f16 = core.as_dtype("float16")
 _f32 = core.as_dtype("float32")
 
 __all__ = [
@@ -88,12 +87,11 @@ def _host_only(name, *xs):
 
 
 def _compute_dtype(x):
-    """(dtype of the result, numpy dtype to compute in)."""
+    """(dtype of the result, numpy dtype to compute in): integers give float32, float16
+    and bfloat16 are computed in float32 and rounded once."""
     if not x.dtype.is_floating_point:
         return _f32, np.float32
-    if x.dtype is _f16:
-        return _f16, np.float32
-    return x.dtype, x.dtype.numpy_dtype
+    return x.dtype, host.compute_dtype(x.dtype)
 
 
 def _result(r, dt):
@@ -132,7 +130,7 @@ def _unary(name, forward, derivative, saves="x", doc="", mlx=None):
             if mlx is None:
                 _host_only(name, x)
             xc = x.detach()
-            y = host.run_mlx(mlx, xc if xc.dtype is dt and dt is not _f16 else xc.to(_f32))
+            y = host.run_mlx(mlx, xc if xc.dtype is dt and not host.is_half(dt) else xc.to(_f32))
             y = y if y.dtype is dt else y.to(dt)
         else:
             with np.errstate(all="ignore"):
@@ -286,13 +284,15 @@ def xlog1py(input, other):
         raise TypeError("xlog1py(): expected at least one Tensor operand")
     fl = [t.dtype for t in (x, y) if t is not None and t.dtype.is_floating_point]
     dt = max(fl, key=lambda d: d.itemsize) if fl else _f32
+    if len(fl) == 2 and fl[0] is not fl[1] and fl[0].itemsize == fl[1].itemsize:
+        dt = _f32                       # float16 with bfloat16, as torch's promotion
     dev = host.device_of("special.xlog1py", x, y)
     xt = x.to(dt) if x is not None else core.tensor(float(input), dtype=dt, device=dev)
     yt = y.to(dt) if y is not None else core.tensor(float(other), dtype=dt, device=dev)
     if dev == "gpu":
         out = host.run_mlx(mlx_special.xlog1py, xt.detach(), yt.detach())
     else:
-        comp = np.float32 if dt is _f16 else dt.numpy_dtype
+        comp = host.compute_dtype(dt)
         with np.errstate(all="ignore"):
             r = sc.xlog1py(xt.numpy(force=True).astype(comp), yt.numpy(force=True).astype(comp))
         out = _result(r, dt)

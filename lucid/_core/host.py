@@ -16,6 +16,34 @@ from lucid._core import core
 from lucid._core.core import Tensor, register
 
 _int64 = core.as_dtype("int64")
+_int32 = core.as_dtype("int32")
+_HALF = (core.as_dtype("float16"), core.as_dtype("bfloat16"))
+_F32 = np.dtype(np.float32)
+
+# Dtype kinds are read from the lucid dtype (``dt.is_floating_point``), never from the
+# NumPy array: NumPy's bfloat16 (ml_dtypes) has kind 'V', so ``a.dtype.kind == "f"``,
+# ``np.issubdtype(.., np.floating)`` and NumPy functions that test them (np.nan_to_num,
+# np.iinfo / np.finfo guards) take a bfloat16 array for a non-float one.
+
+
+def is_half(dt):
+    """Is lucid dtype ``dt`` float16 or bfloat16 (stored in 2 bytes, computed in float32)?"""
+    return dt in _HALF
+
+
+def compute_dtype(dt):
+    """The NumPy dtype a host op computes lucid dtype ``dt`` in: float32 for float16 and
+    bfloat16 (as lucid's kernels: widen, compute, round once), its own otherwise."""
+    return _F32 if dt in _HALF else dt.numpy_dtype
+
+
+def check_index(op, index, dtypes=(_int64, _int32)):
+    """An index tensor's dtype as torch checks it: int64 or int32 (some ops int64 only);
+    anything else raises naming ``op``."""
+    if index.dtype not in dtypes:
+        want = "/".join(d.name for d in dtypes)
+        raise core.UnsupportedDTypeError(
+            f"{op}(): Expected dtype {want} for index, but got {index.dtype}")
 
 
 def as_tensor(x):
