@@ -100,7 +100,8 @@ def _encode(obj, w, path, depth):
         return obj
     if isinstance(obj, (int, np.integer)):
         return int(obj)
-    if isinstance(obj, (float, np.floating)):
+    if isinstance(obj, (float, np.floating)) or (isinstance(obj, np.generic)
+                                                  and obj.dtype == _BF16):
         return float(obj)
     sub = path + "." if path else ""
     if isinstance(obj, tuple):

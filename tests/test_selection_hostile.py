@@ -154,8 +154,6 @@ def test_special_functions_of_half_against_torch(dt, tol, device, name):
     _same(got, want.to(getattr(torch, dt)), rtol=tol, what=name)
 
 
-@pytest.mark.xfail(strict=True, reason="nan_to_num's forward (unary.pyx _nan_to_num_fwd) "
-                   "calls np.nan_to_num, which leaves a bfloat16 ('V' kind) array unchanged")
 def test_nan_to_num_of_bfloat16():
     x, tx = _pair([1.0, NAN, INF, -INF], "bfloat16")
     _same(lucid.nan_to_num(x), torch.nan_to_num(tx))

@@ -117,7 +117,7 @@ cdef DType _dtype_of_value(object v):
         return bool_
     if isinstance(v, (int, np.integer)):
         return int64
-    if isinstance(v, (float, np.floating)):
+    if isinstance(v, (float, np.floating)) or _is_scalar(v):    # (a NumPy bfloat16 too)
         return float32
     raise TypeError(f"full(): fill_value must be a number, got {type(v).__name__}")
 

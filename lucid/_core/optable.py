@@ -459,14 +459,15 @@ REDUCTIONS = [
 _KEEP = ("zeros_like ones_like empty_like full_like diag diag_embed sort argsort topk "
          "kthvalue median quantile unique unique_consecutive nonzero argwhere masked_select "
          "masked_fill masked_fill_ cummax cummin take_along_dim repeat_interleave unflatten "
-         "searchsorted bucketize meshgrid")
+         "searchsorted bucketize meshgrid nanquantile")
 _PROMOTE = ("clip equal allclose isclose concat inner ger kron tensordot einsum det logdet "
             "slogdet inverse pinverse matrix_power lerp floor_divide "
             "linalg_cross linalg_eigvalsh linalg_lstsq linalg_matrix_norm linalg_matrix_rank "
             "linalg_svdvals linalg_vecdot linalg_multi_dot linalg_matrix_power linalg_norm")
 
 COMPOSITE = ([dict(name=n, amp="KeepInput") for n in _KEEP.split()] +
-             [dict(name=n, amp="Promote") for n in _PROMOTE.split()])
+             [dict(name=n, amp="Promote") for n in _PROMOTE.split()] +
+             [dict(name=n, amp="ForceFP32") for n in ("std_mean", "var_mean")])   # as var/std
 
 
 # =====================================================================================

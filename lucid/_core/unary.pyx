@@ -426,8 +426,16 @@ def _elu_fwd(a, alpha):
         return np.where(a > 0, a, a.dtype.type(alpha) * np.expm1(np.minimum(a, 0)))
 
 
+_BF16_MAX = 3.3895313892515355e38     # the largest finite bfloat16 (0x7F7F)
+
+
 def _nan_to_num_fwd(a, p):
-    return np.nan_to_num(a, copy=True, nan=p[0], posinf=p[1], neginf=p[2])
+    if a.dtype.kind == "f":
+        return np.nan_to_num(a, copy=True, nan=p[0], posinf=p[1], neginf=p[2])
+    # bfloat16, which NumPy does not count as a float: in float32, with bfloat16's limits
+    hi = _BF16_MAX if p[1] is None else p[1]
+    lo = -_BF16_MAX if p[2] is None else p[2]
+    return np.nan_to_num(a.astype(np.float32), nan=p[0], posinf=hi, neginf=lo).astype(a.dtype)
 
 
 cdef OpSchema _S_leaky_relu = _pointwise("leaky_relu", "Promote", _leaky_relu_fwd, INT_REJECT)
@@ -873,9 +881,11 @@ def clamp(input, min=None, max=None):
     try:
         with np.errstate(over="ignore"):    # a number bound beyond the dtype is an infinity
             if lo is not None:
-                r = np.where(np.isnan(r) if a.dtype.kind == "f" else False, r, np.maximum(r, lo))
+                r = np.where(np.isnan(r) if x._dtype.is_floating_point else False, r,
+                             np.maximum(r, lo))
             if hi is not None:
-                r = np.where(np.isnan(r) if a.dtype.kind == "f" else False, r, np.minimum(r, hi))
+                r = np.where(np.isnan(r) if x._dtype.is_floating_point else False, r,
+                             np.minimum(r, hi))
     except ValueError as e:
         raise ShapeError(f"clamp: bounds do not broadcast with the input: {e}") from None
     cdef cnp.ndarray out = _as_ndarray(r)
