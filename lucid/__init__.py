@@ -98,3 +98,8 @@ __all__ = [
     "use_deterministic_algorithms", "zeros", "nn", "optim", "save", "load", "differentiable",
     "from_dlpack", "linalg", "special", "vmap", "pi", "e", "inf", "nan", "newaxis",
 ] + list(_ops_all)
+
+# torch's short dtype names that shadow Python builtins (lucid.bool, lucid.float,
+# lucid.int): attributes only, kept out of __all__ so `from lucid import *` leaves the
+# builtins alone. Nothing below this line may call bool(), float() or int().
+bool, float, int = bool_, float32, int32  # noqa: A001

@@ -291,7 +291,7 @@ def _var_std(name, fn):
             _reject(name, where=(where, _NoValue), mean=(mean, _NoValue))
         if correction is not _NoValue:
             if ddof != 0:
-                raise ValueError(f"np.{name}: pass ddof or correction, not both")
+                raise _C.ArgumentError(f"np.{name}: pass ddof or correction, not both")
             ddof = correction
         x = a.to(dtype) if dtype is not None else a
         r = fn(x, axis, keepdim=keepdims, correction=ddof)
@@ -458,7 +458,7 @@ def _split_impl(name, even):
         if isinstance(indices_or_sections, int):
             k = indices_or_sections
             if even and n % k:
-                raise ValueError("array split does not result in an equal division")
+                raise _C.ArgumentError("array split does not result in an equal division")
             q, r = divmod(n, k)
             sizes = [q + 1] * r + [q] * (k - r)
             bounds = [sum(sizes[:i]) for i in range(k + 1)]
@@ -490,7 +490,7 @@ def _where(condition, x=None, y=None):
     if x is None and y is None:
         return _nonzero(condition)
     if x is None or y is None:
-        raise ValueError("np.where: pass both x and y, or neither")
+        raise _C.ArgumentError("np.where: pass both x and y, or neither")
     return lucid.where(condition if _is_t(condition) else lucid.tensor(condition), x, y)
 
 
@@ -807,7 +807,7 @@ def _pinv(a, rcond=None, hermitian=False, *, rtol=_NoValue):
     if rcond is None:        # NumPy's defaults: 1e-15, or eps * max(M, N) with rtol=None
         rcond = 1e-15 if rtol is _NoValue else rtol
     elif rtol is not _NoValue:
-        raise ValueError("np.linalg.pinv: rtol and rcond can't be both set")
+        raise _C.ArgumentError("np.linalg.pinv: rtol and rcond can't be both set")
     return _la.pinv(a, rtol=rcond, hermitian=hermitian)
 
 

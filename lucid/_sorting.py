@@ -811,10 +811,19 @@ def unflatten(input, dim, sizes):
     x = _t(input)
     d = _dim(dim, x.ndim)
     sizes = tuple(int(s) for s in sizes)
+    n = x.shape[d]
+    if not sizes:
+        raise ArgumentError("unflatten: sizes must be non-empty")
+    if sizes.count(-1) > 1 or any(s < -1 for s in sizes):
+        raise ArgumentError(f"unflatten: sizes {list(sizes)} may hold one -1 and otherwise "
+                            "sizes >= 0")
     if -1 in sizes:
         known = int(np.prod([s for s in sizes if s != -1]))
-        sizes = tuple(x.shape[d] // known if s == -1 else s for s in sizes)
-    if int(np.prod(sizes)) != x.shape[d]:
+        if known == 0:       # -1 next to a 0: any size would do, so the -1 is ambiguous
+            raise ShapeError(f"unflatten: sizes {list(sizes)} hold a 0, so the -1 among them "
+                             f"cannot be inferred (dim {dim} has size {n})")
+        sizes = tuple(n // known if s == -1 else s for s in sizes)
+    if int(np.prod(sizes)) != n:
         raise ShapeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size "
                          f"of dim {dim} ({x.shape[d]}) in the input tensor")
     return ops.reshape(x, tuple(x.shape[:d]) + sizes + tuple(x.shape[d + 1:]))

@@ -82,23 +82,25 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     def wrapped(*args):
         dims = in_dims if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
         if len(dims) != len(args):
-            raise ValueError(f"vmap: in_dims has {len(dims)} entries for {len(args)} arguments")
+            raise core.ArgumentError(f"vmap: in_dims has {len(dims)} entries for {len(args)} "
+                                     "arguments")
         sizes = set()
         moved = []
         for a, d in zip(args, dims):
             if d is None or not isinstance(a, Tensor):
                 if d is not None and not isinstance(a, Tensor):
-                    raise ValueError(f"vmap: in_dim {d} given for a non-tensor argument")
+                    raise core.ArgumentError(f"vmap: in_dim {d} given for a non-tensor argument")
                 moved.append((a, False))
                 continue
             if a.ndim == 0:
-                raise ValueError("vmap: cannot map over dim of a 0-d tensor")
+                raise core.ArgumentError("vmap: cannot map over dim of a 0-d tensor")
             moved.append((_move(a, d, 0), True))
             sizes.add(a.shape[d])
         if not sizes:
-            raise ValueError("vmap: at least one argument must be mapped (in_dims not None)")
+            raise core.ArgumentError("vmap: at least one argument must be mapped (in_dims not "
+                                     "None)")
         if len(sizes) > 1:
-            raise ValueError(f"vmap: mapped dims have different sizes {sorted(sizes)}")
+            raise core.ArgumentError(f"vmap: mapped dims have different sizes {sorted(sizes)}")
         n = sizes.pop()
 
         def one(i):
@@ -114,7 +116,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         if not ok:
             per = [one(i) for i in range(n)]
             if n == 0:
-                raise ValueError("vmap over an empty batch needs a function that batches")
+                raise core.ArgumentError("vmap over an empty batch needs a function that batches")
             out = _stack_tree(per)
         wrapped.batched = ok
         od = out_dims

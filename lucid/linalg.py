@@ -182,7 +182,7 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
         raise ShapeError(f"diagonal() needs a tensor of at least 2 dims, got {nd}")
     d1, d2 = _norm_dim(dim1, nd), _norm_dim(dim2, nd)
     if d1 == d2:
-        raise ValueError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+        raise core.ArgumentError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     offset = operator.index(offset)
     base = _arr(x)
     arr = np.diagonal(base, offset, d1, d2)      # NumPy's view is read-only; torch's is not
@@ -230,7 +230,7 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     nd = x.ndim + 1
     d1, d2 = _norm_dim(dim1, nd), _norm_dim(dim2, nd)
     if d1 == d2:
-        raise ValueError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+        raise core.ArgumentError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     n = x.shape[-1] + abs(offset)
     batch = list(x.shape[:-1])
     shape = [None] * nd
@@ -328,7 +328,7 @@ def tensordot(a, b, dims=2):
     if isinstance(dims, int) or (isinstance(dims, Tensor) and dims.ndim == 0):
         n = int(dims)
         if n < 0:
-            raise ValueError(f"tensordot expects dims >= 0, but got dims={n}")
+            raise core.ArgumentError(f"tensordot expects dims >= 0, but got dims={n}")
         da, db = list(range(a.ndim - n, a.ndim)), list(range(n))
     else:
         da, db = dims
@@ -768,8 +768,8 @@ def qr(A, mode="reduced"):
     """QR decomposition (``mode``: 'reduced', 'complete' or 'r'; 'r' returns an empty Q)."""
     A = _float(A, "qr")
     if mode not in ("reduced", "complete", "r"):
-        raise ValueError(f"qr received unrecognized mode '{mode}' but expected one of "
-                         "'reduced' (default), 'r', or 'complete'")
+        raise core.ArgumentError(f"qr received unrecognized mode '{mode}' but expected one of "
+                                 "'reduced' (default), 'r', or 'complete'")
     a = _arr(A)
     m, n = a.shape[-2:]
     Q, R = np.linalg.qr(a, mode="complete" if mode == "complete" else "reduced")
@@ -831,7 +831,7 @@ def eigh(A, UPLO="L"):
     A = _float(A, "eigh")
     _square(A, "eigh")
     if UPLO not in ("L", "U"):
-        raise ValueError("Expected UPLO argument to be 'L' or 'U'")
+        raise core.ArgumentError("Expected UPLO argument to be 'L' or 'U'")
     w, v = _lapack(np.linalg.eigh, _arr(A), UPLO)
     if not _need(A):
         return EighResult(_wrap(w, A.dtype), _wrap(v, A.dtype))
@@ -1077,7 +1077,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
         c = ops.sum(abs(M), -1)
         r = ops.amax(c, -1) if ord > 0 else ops.amin(c, -1)
     else:
-        raise ValueError(f"linalg.matrix_norm: Order {ord} not supported.")
+        raise core.ArgumentError(f"linalg.matrix_norm: Order {ord} not supported.")
     if keepdim:
         for d in sorted((d0, d1)):
             r = ops.unsqueeze(r, d)
@@ -1096,8 +1096,8 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
         return matrix_norm(A, "fro" if ord is None else ord, dim if dim is not None else (-2, -1),
                            keepdim, dtype=dtype)
     if ord is not None and dim is None and A.ndim != 1:
-        raise ValueError("linalg.norm: If dim is not specified but ord is, the input must be "
-                         "1D or 2D")
+        raise core.ArgumentError("linalg.norm: If dim is not specified but ord is, the input "
+                                 "must be 1D or 2D")
     return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
 
 
@@ -1153,7 +1153,7 @@ def multi_dot(tensors):
     """A chain of matmuls in the cheapest order (first/last may be 1-d), as np.linalg.multi_dot."""
     ts = [_t(t) for t in tensors]
     if len(ts) < 2:
-        raise ValueError("multi_dot(): expected at least 2 tensors but got " + str(len(ts)))
+        raise core.ArgumentError("multi_dot(): expected at least 2 tensors but got " + str(len(ts)))
     first_vec, last_vec = ts[0].ndim == 1, ts[-1].ndim == 1
     if first_vec:
         ts[0] = ops.unsqueeze(ts[0], 0)

@@ -168,7 +168,7 @@ def polygamma(n, input):
     call, polygamma(n, .)' = polygamma(n + 1, .)."""
     n = operator.index(n)
     if n < 0:
-        raise ValueError(f"polygamma(n, x) does not support negative n, got {n}")
+        raise core.ArgumentError(f"polygamma(n, x) does not support negative n, got {n}")
     return _unary_mod._polygamma(n, input)
 
 

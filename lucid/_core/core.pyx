@@ -265,7 +265,7 @@ cpdef Device device(object spec="cpu"):
     if spec in _GPU_NAMES:
         return _GPU
     raise ArgumentError(f"unknown device {spec!r}; expected 'cpu' or 'gpu' "
-                     "(or its aliases 'metal', 'cuda', 'gpu:0')")
+                        "(or its aliases 'metal', 'cuda', 'gpu:0')")
 
 
 # Freelists: an op's tensors, saved tensors and version counters are created and freed
@@ -1097,8 +1097,35 @@ def tensor(data, dtype=None, device="cpu", requires_grad=False):
     return t
 
 
+cdef bint _may_overlap(cnp.ndarray a):
+    """Whether two elements of ``a`` share memory: a stride-0 (broadcast) or an overlapping
+    as_strided layout. Exact, except that a huge layout the quick test cannot clear counts
+    as overlapping."""
+    cdef Py_ssize_t item = cnp.PyArray_ITEMSIZE(a), span = item
+    dims = sorted((abs(st), n) for st, n in zip((<object>a).strides, (<object>a).shape) if n > 1)
+    for st, n in dims:         # each dim must step past everything the smaller ones cover
+        if st < span:
+            break
+        span += st * (n - 1)
+    else:
+        return False
+    if cnp.PyArray_SIZE(a) > (1 << 22):
+        return True
+    offs = np.zeros(1, np.int64)
+    for st, n in dims:
+        offs = (offs[:, None] + np.arange(n, dtype=np.int64) * st).ravel()
+    offs.sort()
+    return bool((np.diff(offs) < item).any())
+
+
 def from_numpy(cnp.ndarray a not None):
-    """A tensor sharing memory with the ndarray ``a`` (no copy)."""
+    """A tensor sharing memory with the ndarray ``a`` (no copy). An array in which several
+    elements share memory (a stride-0 or overlapping layout, e.g. an expanded torch tensor
+    through DLPack) gives a read-only tensor, as lucid's own expand(): an in-place write
+    into it raises, as in PyTorch, instead of letting the last write win."""
+    if cnp.PyArray_ISWRITEABLE(a) and _may_overlap(a):
+        a = a.view()
+        a.flags.writeable = False
     cdef Tensor t = _wrap(a, _dtype_of_array(a))
     return t
 
@@ -2532,7 +2559,7 @@ cdef int _default_threads() except -1:
             n = 0
         if n < 1 or n > LUCID_POOL_MAX_THREADS:
             raise ArgumentError(f"LUCID_NUM_THREADS must be an integer between 1 and "
-                             f"{LUCID_POOL_MAX_THREADS}, got {env!r}")
+                                f"{LUCID_POOL_MAX_THREADS}, got {env!r}")
         return n
     if hasattr(os, "sched_getaffinity"):
         n = len(os.sched_getaffinity(0))

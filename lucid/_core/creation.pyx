@@ -217,7 +217,7 @@ def arange(start, end=None, step=1, *, dtype=None, device="cpu", requires_grad=F
         raise ArgumentError("arange(): step must be nonzero")
     if (end - start) * step < 0:
         raise ArgumentError(f"arange(): upper bound {end} and step {step} are inconsistent "
-                         f"with lower bound {start}")
+                            f"with lower bound {start}")
     all_int = isinstance(start, (int, np.integer)) and isinstance(end, (int, np.integer)) \
         and isinstance(step, (int, np.integer))
     cdef DType dt = _dt_or(dtype, int64 if all_int else float32)
@@ -226,7 +226,7 @@ def arange(start, end=None, step=1, *, dtype=None, device="cpu", requires_grad=F
         a = np.arange(start, end, step, dtype=np.int64 if all_int else np.float64)
     except (ValueError, OverflowError) as e:     # more elements than an array can hold
         raise ArgumentError(f"arange(): start={start}, end={end}, step={step} give too many "
-                         f"elements ({e})") from None
+                            f"elements ({e})") from None
     return _finish(a.astype(dt.numpy_dtype, copy=False), dt, requires_grad, device, "arange")
 
 

@@ -204,14 +204,14 @@ cdef object _kernel_reduce(int op, cnp.ndarray a, tuple axes, bint keepdim, bint
         if cnp.PyArray_TYPE(center) != num or cnp.PyArray_SIZE(center) != O * I \
                 or not cnp.PyArray_IS_C_CONTIGUOUS(center) or not cnp.PyArray_ISALIGNED(center):
             raise ArgumentError("reduction kernel: center must be a contiguous array of the "
-                             "input's dtype with one value per result")
+                                "input's dtype with one value per result")
         p.center = cnp.PyArray_DATA(center)
     if op == LR_SOFTMAX_BWD or op == LR_LOGSOFTMAX_BWD or op == LR_LSE_BWD:
         if g is None or cnp.PyArray_TYPE(g) != num or not cnp.PyArray_IS_C_CONTIGUOUS(g) \
                 or cnp.PyArray_SIZE(g) != (O * I if op == LR_LSE_BWD else n) \
                 or (op == LR_LSE_BWD and center is None):
             raise ArgumentError("reduction kernel: the backward ops need a contiguous gradient "
-                             "of the input's dtype (and logsumexp's results)")
+                                "of the input's dtype (and logsumexp's results)")
         g = _aligned(g)
         p.g = cnp.PyArray_DATA(g)
     cdef int nt = _threads_for(n)
@@ -1064,7 +1064,7 @@ cdef object _norm_mx(Tensor x, double pv, tuple axes, bint keepdim):
     if cnp.PyArray_SIZE(x._data) == 0:
         if pv == -np.inf:
             raise ArgumentError("norm(): p=-inf of an empty tensor has no value (a min over "
-                             "no elements)")
+                                "no elements)")
         return _mx_identity(x, axes, keepdim, 0, _acc(x._dtype))
     if pv == np.inf:
         return m.max(a, axis=ax, keepdims=keepdim)

@@ -651,12 +651,12 @@ def movedim(input, source, destination):
     dst = _int_tuple(destination, "movedim(): destination")
     if len(src) != len(dst):
         raise ArgumentError(f"movedim(): source {list(src)} and destination {list(dst)} must "
-                         "name the same number of dims")
+                            "name the same number of dims")
     src = tuple(_norm_dim(d, nd) for d in src)
     dst = tuple(_norm_dim(d, nd) for d in dst)
     if len(set(src)) != len(src) or len(set(dst)) != len(dst):
         raise ArgumentError(f"movedim(): repeated dim in source {list(src)} or destination "
-                         f"{list(dst)}")
+                            f"{list(dst)}")
     perm = [-1] * nd
     for s_, d_ in zip(src, dst):
         perm[d_] = s_
@@ -1000,7 +1000,7 @@ def pad(input, pad, mode="constant", value=0):
         return y
     if mode not in _PAD_MODES:
         raise ArgumentError(f"pad(): unknown padding mode {mode!r}; expected 'constant', "
-                         "'reflect', 'replicate' or 'circular'")
+                            "'reflect', 'replicate' or 'circular'")
     if builtins.any(v < 0 for v in p):
         raise ShapeError(f"pad(): negative padding is only supported in constant mode, got {p}")
     # Non-constant modes: an index map into the flattened input, applied by advanced
@@ -1744,13 +1744,53 @@ def _m_reshape(self, *shape):
     return reshape(self, _size_args(shape))
 
 
+cdef Tensor _view_dtype(Tensor x, DType dt):
+    """``x.view(dtype)``: x's bytes read as ``dt``, sharing x's memory, as PyTorch. With a
+    different element size the last dim must be contiguous and scales by the size ratio;
+    the result has no gradient history (reinterpreting bytes is not differentiable)."""
+    cdef cnp.ndarray a = x._data
+    cdef int nd = cnp.PyArray_NDIM(a)
+    cdef Py_ssize_t old = cnp.PyArray_ITEMSIZE(a), new = dt.numpy_dtype.itemsize
+    cdef str what = f"view(dtype): cannot view {x._dtype} as {dt}"
+    cdef Tensor y
+    if old != new:
+        if nd == 0:
+            raise ShapeError(f"{what}: element sizes differ ({old} and {new} bytes), and a "
+                             "0-d tensor has no last dim to rescale")
+        last, step = a.shape[nd - 1], a.strides[nd - 1]
+        if x._mx is not None:      # (a gpu tensor's values are one contiguous MLX array)
+            step = old
+        if step != old and last != 1:
+            raise ShapeError(f"{what}: element sizes differ, so the last dim must be "
+                             f"contiguous (stride 1), but its stride is {step // old}")
+        if new > old:
+            ratio = new // old
+            if last % ratio:
+                raise ShapeError(f"{what}: the last dim ({last}) must be divisible by "
+                                 f"{ratio} (element sizes {old} and {new} bytes)")
+            for d in range(nd - 1 if x._mx is None else 0):
+                if (a.strides[d] // old) % ratio:
+                    raise ShapeError(f"{what}: the stride of dim {d} "
+                                     f"({a.strides[d] // old}) must be divisible by {ratio}")
+    if x._mx is not None:
+        y = _wrap_mx(mlx().view(x._mx, mx_dtype(dt)), dt)
+        y._vc = x._get_vc()
+        return y
+    try:
+        arr = a.view(dt.numpy_dtype)
+    except ValueError as e:
+        raise ShapeError(f"{what}: {e}") from None
+    y = _wrap(<cnp.ndarray>arr, dt)
+    y._vc = x._get_vc()
+    return y
+
+
 def _m_view(self, *shape):
     """``x.view(shape)``: always a view sharing x's memory, as PyTorch; a layout that
     would need a copy raises (a silent copy would make writes through it vanish)."""
     cdef Tensor x = _as_tensor_dev(self)
     if len(shape) == 1 and isinstance(shape[0], DType):
-        raise TypeError(f"view(dtype) (reinterpreting the bytes as {shape[0]}) is not "
-                        "supported; use .to(dtype) for a converted copy")
+        return _view_dtype(x, <DType>shape[0])
     shape = _size_args(shape)
     try:
         np.reshape(x._data, shape, copy=False)

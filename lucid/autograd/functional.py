@@ -136,7 +136,8 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
     ``out_i.shape + in_j.shape`` (nested tuples as torch: outputs first, then inputs).
     ``vectorize`` is accepted for torch compatibility (one backward per output element)."""
     if strategy not in ("reverse-mode", "forward-mode"):
-        raise ValueError("Expected strategy to be either \"forward-mode\" or \"reverse-mode\".")
+        raise core.ArgumentError(
+            "Expected strategy to be either \"forward-mode\" or \"reverse-mode\".")
     with enable_grad():
         is_tuple, xs = _as_tuple(inputs, "inputs", "jacobian")
         xs = _prep(xs, create_graph)

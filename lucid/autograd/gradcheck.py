@@ -8,7 +8,7 @@ with ``create_graph=True``, which checks every graph-mode formula
 """
 import numpy as np
 
-from lucid._core.core import Tensor, _dtype_by_name
+from lucid._core.core import ArgumentError, Tensor, _dtype_by_name
 
 float64 = _dtype_by_name("float64")
 from lucid.autograd.engine import grad
@@ -66,7 +66,7 @@ def _analytical_jacobian(fn, xs, diff_idx):
     with enable_grad():
         outs = _outputs(fn, xs)
     if not outs:
-        raise ValueError("gradcheck: fn returned no floating point tensor")
+        raise ArgumentError("gradcheck: fn returned no floating point tensor")
     jac = [[np.zeros((xs[i].numel(), o.numel())) for o in outs] for i in diff_idx]
     for o, out in enumerate(outs):
         if not out.requires_grad:
@@ -93,7 +93,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
     xs = _float64_inputs(_as_tuple(inputs))
     diff_idx = [i for i, x in enumerate(xs) if isinstance(x, Tensor) and x.requires_grad]
     if not diff_idx:
-        raise ValueError("gradcheck needs at least one input tensor with requires_grad=True")
+        raise ArgumentError("gradcheck needs at least one input tensor with requires_grad=True")
     numerical = _numerical_jacobian(fn, xs, diff_idx, eps)
     analytical = _analytical_jacobian(fn, xs, diff_idx)
     for n, i in enumerate(diff_idx):
