@@ -386,38 +386,7 @@ def test_newton_step_with_hessian():
 
 # -- vmap -------------------------------------------------------------------------------
 
-def test_vmap_batches_in_one_call():
-    rng = np.random.default_rng(0)
-    W = L(rng.standard_normal((3, 4)))
-    X = L(rng.standard_normal((5, 3)), True)
-    calls = []
-
-    def f(x):
-        calls.append(x.shape)
-        return (lucid.matmul(x, W)).tanh().sum(-1)
-
-    vf = lucid.vmap(f)
-    out = vf(X)
-    assert vf.batched and (5, 3) in calls and len(calls) == 3   # batch + two probes
-    ref = torch.vmap(lambda x: (x @ torch.tensor(W.numpy())).tanh().sum(-1))(torch.tensor(X.detach().numpy()))
-    np.testing.assert_allclose(out.detach().numpy(), ref.numpy(), rtol=1e-12)
-    out.sum().backward()
-    assert X.grad.shape == (5, 3)
-
-
-@pytest.mark.parametrize("fn", [lambda M: (lambda x: x.sum()),
-                                lambda M: (lambda x: x - x.mean()),
-                                lambda M: (lambda x: M.outer(x, x)),
-                                lambda M: (lambda x: M.dot(x, x))])
-def test_vmap_falls_back_when_the_batch_changes_the_meaning(fn):
-    rng = np.random.default_rng(1)
-    a = rng.standard_normal((4, 3))
-    vf = lucid.vmap(fn(lucid))
-    got = vf(L(a))
-    want = torch.vmap(fn(torch))(torch.tensor(a))
-    assert vf.batched is False
-    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
-
+# (the batching rules themselves: tests/test_vmap.py)
 
 def test_vmap_in_dims_out_dims_and_tuples():
     rng = np.random.default_rng(2)

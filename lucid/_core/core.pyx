@@ -244,6 +244,15 @@ cdef class Device:
         return (device, (self.type,))
 
 
+cdef inline bint _defers(object other):
+    """Whether a binary operator of Tensor hands over to ``other``'s reflected method
+    (returns NotImplemented): objects that set ``__lucid_defer__``, such as vmap's
+    batched tensors. Numbers and tensors answer at once."""
+    if type(other) is Tensor or isinstance(other, (float, int)):
+        return False
+    return getattr(type(other), "__lucid_defer__", False)
+
+
 cdef Device _CPU = Device.__new__(Device)
 _CPU.type = "cpu"
 cdef Device _GPU = Device.__new__(Device)
@@ -699,55 +708,87 @@ cdef class Tensor:
         return self
 
     def __add__(self, other):
+        if _defers(other):
+            return NotImplemented
         return dispatch_binary(_operator_schema(_OP_ADD), self, other, 1)
 
     def __radd__(self, other):
+        if _defers(other):
+            return NotImplemented
         return dispatch_binary(_operator_schema(_OP_ADD), other, self, 1)
 
     def __sub__(self, other):
+        if _defers(other):
+            return NotImplemented
         return dispatch_binary(_operator_schema(_OP_SUB), self, other, 1)
 
     def __rsub__(self, other):
+        if _defers(other):
+            return NotImplemented
         return dispatch_binary(_operator_schema(_OP_SUB), other, self, 1)
 
     def __mul__(self, other):
+        if _defers(other):
+            return NotImplemented
         return dispatch_binary(_operator_schema(_OP_MUL), self, other, None)
 
     def __rmul__(self, other):
+        if _defers(other):
+            return NotImplemented
         return dispatch_binary(_operator_schema(_OP_MUL), other, self, None)
 
     def __truediv__(self, other):
+        if _defers(other):
+            return NotImplemented
         return dispatch_binary(_operator_schema(_OP_DIV), self, other, None)
 
     def __rtruediv__(self, other):
+        if _defers(other):
+            return NotImplemented
         return dispatch_binary(_operator_schema(_OP_DIV), other, self, None)
 
     def __pow__(self, other, modulo):
+        if _defers(other):
+            return NotImplemented
         if modulo is not None:
             return NotImplemented
         return dispatch_binary(_operator_schema(_OP_POW), self, other, None)
 
     def __rpow__(self, other, modulo):
+        if _defers(other):
+            return NotImplemented
         if modulo is not None:
             return NotImplemented
         return dispatch_binary(_operator_schema(_OP_POW), other, self, None)
 
     def __mod__(self, other):
+        if _defers(other):
+            return NotImplemented
         return dispatch_binary(_operator_schema(_OP_REMAINDER), self, other, None)
 
     def __rmod__(self, other):
+        if _defers(other):
+            return NotImplemented
         return dispatch_binary(_operator_schema(_OP_REMAINDER), other, self, None)
 
     def __iadd__(self, other):
+        if _defers(other):
+            return NotImplemented
         return ops.add_(self, other)
 
     def __isub__(self, other):
+        if _defers(other):
+            return NotImplemented
         return ops.sub_(self, other)
 
     def __imul__(self, other):
+        if _defers(other):
+            return NotImplemented
         return ops.mul_(self, other)
 
     def __itruediv__(self, other):
+        if _defers(other):
+            return NotImplemented
         return ops.div_(self, other)
 
     def __abs__(self):
@@ -757,59 +798,95 @@ cdef class Tensor:
         return ops.logical_not(self) if self._dtype is bool_ else ops.bitwise_not(self)
 
     def __eq__(self, other):
+        if _defers(other):
+            return NotImplemented
         return dispatch_binary(_operator_schema(_OP_EQ), self, other, None)
 
     def __ne__(self, other):
+        if _defers(other):
+            return NotImplemented
         return dispatch_binary(_operator_schema(_OP_NE), self, other, None)
 
     def __lt__(self, other):
+        if _defers(other):
+            return NotImplemented
         return dispatch_binary(_operator_schema(_OP_LT), self, other, None)
 
     def __le__(self, other):
+        if _defers(other):
+            return NotImplemented
         return dispatch_binary(_operator_schema(_OP_LE), self, other, None)
 
     def __gt__(self, other):
+        if _defers(other):
+            return NotImplemented
         return dispatch_binary(_operator_schema(_OP_GT), self, other, None)
 
     def __ge__(self, other):
+        if _defers(other):
+            return NotImplemented
         return dispatch_binary(_operator_schema(_OP_GE), self, other, None)
 
     # &, |, ^, <<, >>: bitwise on integer tensors as torch (on bool tensors &, |, ^ are
     # the logical ops, which is what bitwise means for bool); floating tensors raise.
     def __and__(self, other):
+        if _defers(other):
+            return NotImplemented
         return ops.bitwise_and(self, other)
 
     def __rand__(self, other):
+        if _defers(other):
+            return NotImplemented
         return ops.bitwise_and(other, self)
 
     def __or__(self, other):
+        if _defers(other):
+            return NotImplemented
         return ops.bitwise_or(self, other)
 
     def __ror__(self, other):
+        if _defers(other):
+            return NotImplemented
         return ops.bitwise_or(other, self)
 
     def __xor__(self, other):
+        if _defers(other):
+            return NotImplemented
         return ops.bitwise_xor(self, other)
 
     def __rxor__(self, other):
+        if _defers(other):
+            return NotImplemented
         return ops.bitwise_xor(other, self)
 
     def __lshift__(self, other):
+        if _defers(other):
+            return NotImplemented
         return ops.bitwise_left_shift(self, other)
 
     def __rlshift__(self, other):
+        if _defers(other):
+            return NotImplemented
         return ops.bitwise_left_shift(other, self)
 
     def __rshift__(self, other):
+        if _defers(other):
+            return NotImplemented
         return ops.bitwise_right_shift(self, other)
 
     def __rrshift__(self, other):
+        if _defers(other):
+            return NotImplemented
         return ops.bitwise_right_shift(other, self)
 
     def __floordiv__(self, other):
+        if _defers(other):
+            return NotImplemented
         return ops.floor_divide(self, other)
 
     def __rfloordiv__(self, other):
+        if _defers(other):
+            return NotImplemented
         return ops.floor_divide(other, self)
 
     def __getitem__(self, index):
@@ -819,9 +896,13 @@ cdef class Tensor:
         ops._setitem(self, index, value)
 
     def __matmul__(self, other):
+        if _defers(other):
+            return NotImplemented
         return ops.matmul(self, other)
 
     def __rmatmul__(self, other):
+        if _defers(other):
+            return NotImplemented
         return ops.matmul(other, self)
 
     @property
@@ -1154,6 +1235,9 @@ cdef Tensor _as_tensor(object x):
         return tensor(x)
     if isinstance(x, complex):
         raise UnsupportedDTypeError(f"lucid does not support complex numbers, got {x!r}")
+    refuse = getattr(type(x), "__lucid_refused__", None)
+    if refuse is not None:     # e.g. vmap's batched tensor: an op without a batching rule
+        refuse(x)
     raise TypeError(f"expected a lucid Tensor (or numeric data), got {type(x).__name__}")
 
 
