@@ -451,7 +451,9 @@ cdef class Tensor:
 
     # -- conversion ------------------------------------------------------------
     def numpy(self, *, force=False):
-        """An ndarray sharing memory with this tensor (raises if it requires grad)."""
+        """An ndarray sharing memory with this tensor (raises if it requires grad). For a
+        gpu tensor it is a read-only view of MLX's memory (``.cpu().numpy()`` or
+        ``np.array(t)`` for a writable copy)."""
         if self._requires_grad and not force:
             raise LucidError(
                 "Can't call numpy() on a tensor that requires grad. "
@@ -609,6 +611,8 @@ cdef class Tensor:
         if self._vc is None:
             self._vc = _VersionCounter.__new__(_VersionCounter)
         self._vc.value += 1
+        if self._gpu_aliases is not None:
+            _publish(self)
 
     # -- copies and dtype casts --------------------------------------------------
     def contiguous(self):
@@ -1402,7 +1406,35 @@ cdef inline Tensor _alias(Tensor x):
     """A new tensor (no history) on x's storage, on either device."""
     cdef Tensor t = _wrap(x._data, x._dtype)
     t._mx = x._mx
+    if x._mx is not None:
+        _join_aliases(x, t)
     return t
+
+
+# gpu storage shared by aliases. MLX arrays are immutable, so an in-place op on a gpu
+# tensor gives it a new array; tensors that alias its storage (detach(), .data, a
+# Parameter made from it) join one WeakSet, and every write (every _bump) hands the new
+# array to all of them: a write through any alias lands in all, as on the cpu.
+cdef void _join_aliases(Tensor x, Tensor t) except *:
+    if x._gpu_aliases is None:
+        x._gpu_aliases = weakref.WeakSet((x,))
+    x._gpu_aliases.add(t)
+    t._gpu_aliases = x._gpu_aliases
+
+
+cdef void _leave_aliases(Tensor t) except *:
+    if t._gpu_aliases is not None:
+        t._gpu_aliases.discard(t)
+        t._gpu_aliases = None
+
+
+cdef void _publish(Tensor t):
+    cdef Tensor o
+    for other in list(t._gpu_aliases):
+        o = <Tensor>other
+        if o is not t:
+            o._mx = t._mx
+            o._data = t._data
 
 
 cdef object _mx_of(object v, DType dt):
@@ -1425,18 +1457,24 @@ cdef object _device_mismatch(str op):
 
 
 cdef cnp.ndarray _host(Tensor t):
-    """A gpu tensor's values as an ndarray (evaluates; no copy where MLX's buffer allows)."""
+    """A gpu tensor's values as a read-only ndarray (evaluates; no copy where MLX's buffer
+    allows). Read-only: the memory is MLX's, which other arrays, lazy results and saved
+    tensors may share, so a write through it would change them behind lucid's back."""
     m = mlx()
     a = t._mx
     m.eval(a)
+    cdef cnp.ndarray r
     if t._dtype is bfloat16:      # no buffer format for bfloat16: move its bits
-        return np.asarray(a.view(m.uint16)).view(bfloat16.numpy_dtype)
-    return np.asarray(a)
+        r = np.asarray(a.view(m.uint16)).view(bfloat16.numpy_dtype)
+    else:
+        r = np.asarray(a)
+    r.flags.writeable = False
+    return r
 
 
 cdef Tensor to_device(Tensor x, bint gpu):
-    """``x`` on the cpu or the gpu: one copy to the gpu, none back where MLX's buffer
-    protocol allows it. Recorded (the gradient goes back to x's device)."""
+    """``x`` on the cpu or the gpu: a copy either way (a cpu tensor never aliases MLX's
+    memory). Recorded (the gradient goes back to x's device)."""
     if (x._mx is not None) == gpu:
         return x
     cdef Tensor y
@@ -1446,8 +1484,8 @@ cdef Tensor to_device(Tensor x, bint gpu):
             y = _wrap_mx(m.array(x._data.view(np.uint16)).view(m.bfloat16), x._dtype)
         else:
             y = _wrap_mx(m.array(x._data, dtype=mx_dtype(x._dtype)), x._dtype)
-    else:
-        y = _wrap(_host(x), x._dtype)
+    else:           # a copy: the cpu tensor is the user's to write
+        y = _wrap(np.array(_host(x), copy=True), x._dtype)
     if lucid_grad_enabled and x._requires_grad:
         _record_cast(x, y)
     return y
@@ -1475,7 +1513,10 @@ cdef void _set_data(Tensor dst, object value) except *:
     if dst._requires_grad and not src._dtype.is_floating_point:
         raise LucidError(f"data set to a {src._dtype} tensor: a tensor that requires grad "
                          "must be floating point")
+    _leave_aliases(dst)     # dst now shares src's storage, no longer its old one's
     dst._data, dst._dtype, dst._mx = src._data, src._dtype, src._mx
+    if src._mx is not None:
+        _join_aliases(src, dst)
     dst._bump()             # graphs that saved the old values refuse to use the new ones
 
 
