@@ -195,8 +195,12 @@ class Embedding(Module):
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.max_norm, self.norm_type = max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
-        if padding_idx is not None and padding_idx < 0:
-            padding_idx += num_embeddings
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise lucid.ArgumentError(f"Embedding: padding_idx {padding_idx} must be within "
+                                          f"num_embeddings ({num_embeddings})")
+            if padding_idx < 0:
+                padding_idx += num_embeddings
         self.padding_idx = padding_idx
         if _weight is None:
             self.weight = Parameter(_empty(num_embeddings, embedding_dim, dtype=dtype),
@@ -440,6 +444,14 @@ class Conv2d(_ConvNd):
         return F.conv2d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
 
 
+class Conv3d(_ConvNd):
+    _nd = 3
+
+    def forward(self, input):
+        x, pad = self._padded(input)
+        return F.conv3d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
+
+
 class ConvTranspose1d(_ConvNd):
     _nd = 1
     _transposed = True
@@ -458,13 +470,31 @@ class ConvTranspose2d(_ConvNd):
                                   self.output_padding, self.groups, self.dilation)
 
 
+class ConvTranspose3d(_ConvNd):
+    _nd = 3
+    _transposed = True
+
+    def forward(self, input):
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self.output_padding, self.groups, self.dilation)
+
+
 # -- pools, resizing ------------------------------------------------------------------------------------------------
+
+def _default_stride(stride, kernel_size):
+    """torch's pools: stride None (or empty) means the kernel size; 0 stays 0 (and raises
+    when the pool runs)."""
+    if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0):
+        return kernel_size
+    return stride
+
 
 class MaxPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
                  ceil_mode=False):
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride or kernel_size, padding
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = _default_stride(stride, kernel_size)
         self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
     def forward(self, input):
@@ -486,7 +516,8 @@ class AvgPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
                  count_include_pad=True, divisor_override=None):
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride or kernel_size, padding
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = _default_stride(stride, kernel_size)
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
         self.divisor_override = divisor_override
 
@@ -504,6 +535,39 @@ class AvgPool1d(AvgPool2d):
                             self.count_include_pad)
 
 
+class MaxPool3d(MaxPool2d):
+    def forward(self, input):
+        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode, self.return_indices)
+
+
+class AvgPool3d(AvgPool2d):
+    def forward(self, input):
+        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+
+class MaxUnpool2d(Module):
+    """The partial inverse of MaxPool2d: ``forward(input, indices, output_size=None)``."""
+    _nd = 2
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = _default_stride(stride, kernel_size)
+
+    def forward(self, input, indices, output_size=None):
+        fn = F.max_unpool1d if self._nd == 1 else F.max_unpool2d
+        return fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(MaxUnpool2d):
+    _nd = 1
+
+
 class AdaptiveAvgPool2d(Module):
     def __init__(self, output_size):
         super().__init__()
@@ -519,6 +583,11 @@ class AdaptiveAvgPool2d(Module):
 class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
     def forward(self, input):
         return F.adaptive_avg_pool1d(input, self.output_size)
+
+
+class AdaptiveAvgPool3d(AdaptiveAvgPool2d):
+    def forward(self, input):
+        return F.adaptive_avg_pool3d(input, self.output_size)
 
 
 class Upsample(Module):
