@@ -718,10 +718,10 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
                                f"{tuple(input.shape)}")
     if input.ndim == 3:
         return unfold(input.unsqueeze(0), kernel_size, dilation, padding, stride).squeeze(0)
-    kernel = _tuple(kernel_size, 2, "kernel_size", op, _INT32_MAX)
-    dilation = _tuple(dilation, 2, "dilation", op, _INT32_MAX)
-    padding = _tuple(padding, 2, "padding", op, _INT32_MAX)
-    stride = _tuple(stride, 2, "stride", op, _INT32_MAX)
+    kernel = _tuple(kernel_size, 2, "kernel_size", op)
+    dilation = _tuple(dilation, 2, "dilation", op)
+    padding = _tuple(padding, 2, "padding", op)
+    stride = _tuple(stride, 2, "stride", op)
     _positive(op, "kernel_size", kernel)
     _positive(op, "dilation", dilation)
     _positive(op, "padding", padding, strict=False)
@@ -1060,8 +1060,9 @@ def _cubic_matrix(size, out, align_corners, scale):
     return m
 
 
-def _interp_sizes(input, size, scale_factor, recompute_scale_factor, nd):
-    """Output sizes and the per-dim scales (input / output) the kernels use, as torch."""
+def _interp_sizes(input, size, scale_factor, recompute_scale_factor, nd, mode):
+    """Output sizes and the per-dim scales (input / output) the kernels use, as torch
+    (``area`` is adaptive pooling, which allows an empty output)."""
     in_sizes = tuple(input.shape[2:])
     if size is not None and scale_factor is not None:
         raise lucid.ArgumentError("interpolate(): only one of size or scale_factor should be "
@@ -1087,14 +1088,15 @@ def _interp_sizes(input, size, scale_factor, recompute_scale_factor, nd):
     else:
         raise lucid.ArgumentError("interpolate(): either size or scale_factor should be "
                                   "defined")
-    if any(s <= 0 for s in in_sizes + out):
+    if any(s <= 0 for s in in_sizes) or any(s < (mode != "area") for s in out):
         raise lucid.ArgumentError(f"interpolate(): input and output sizes should be greater "
                                   f"than 0, got input {in_sizes} and output {out}")
     if any(s > _INT32_MAX for s in out):
         raise lucid.ArgumentError(f"interpolate(): output size {out} does not fit in a 32-bit "
                                   f"int")
     _check_alloc("interpolate", tuple(input.shape[:2]) + out, input.dtype)
-    scales = [in_sizes[a] / out[a] if scales[a] is None else 1.0 / scales[a] for a in range(nd)]
+    scales = [in_sizes[a] / max(out[a], 1) if not scales[a] else 1.0 / scales[a]
+              for a in range(nd)]
     return in_sizes, out, scales
 
 
@@ -1126,7 +1128,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise lucid.UnsupportedDTypeError(f"interpolate(): mode {mode!r} is not implemented "
                                           f"for dtype {dt}")
     in_sizes, out_sizes, scales = _interp_sizes(input, size, scale_factor,
-                                                recompute_scale_factor, nd)
+                                                recompute_scale_factor, nd, mode)
     if mode in ("nearest", "nearest-exact"):
         out = input
         for a in range(nd):
