@@ -346,6 +346,32 @@ def test_uint8_bilinear_is_not_mostly_zeros():
     assert (got > 0).mean() > 0.9
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_uint8_resize_sweep_matches_torch_exactly(mode):
+    """torch's uint8 kernel: fixed-point weights, one rounded pass per dim, and a dim whose
+    size does not change is skipped even when the scale factor is not 1."""
+    rng = np.random.default_rng(15)
+    for _ in range(60):
+        x = rng.integers(0, 256, (1, 2) + tuple(int(v) for v in rng.integers(1, 9, 2)))
+        x = x.astype(np.uint8)
+        if rng.random() < 0.5:
+            kw = dict(scale_factor=float(rng.choice([1.1, 1.05, 0.9, 1.0, 2.3, 0.51, 3.0])))
+            if rng.random() < 0.3:
+                kw["recompute_scale_factor"] = True
+        else:
+            kw = dict(size=tuple(int(v) for v in rng.integers(1, 12, 2)))
+        if rng.random() < 0.3:
+            kw["align_corners"] = True
+        try:
+            want = TF.interpolate(torch.tensor(x), mode=mode, **kw).numpy()
+        except RuntimeError:     # an empty output
+            with pytest.raises(RuntimeError):
+                F.interpolate(lucid.tensor(x), mode=mode, **kw)
+            continue
+        got = np_of(F.interpolate(lucid.tensor(x), mode=mode, **kw))
+        np.testing.assert_array_equal(got, want, err_msg=f"{x.shape} {kw}")
+
+
 FLOAT_INTERP = [
     ("bicubic", (1, 2, 4, 5), dict(size=(7, 3))),
     ("bicubic", (1, 2, 4, 5), dict(size=(6, 9), align_corners=True)),
@@ -357,7 +383,40 @@ FLOAT_INTERP = [
     ("trilinear", (1, 2, 3, 4, 2), dict(size=(5, 3, 4), align_corners=False)),
     ("linear", (2, 2, 5), dict(scale_factor=1.5, recompute_scale_factor=True)),
     ("bilinear", (1, 2, 3, 4), dict(scale_factor=(2.5, 0.75))),
+    ("bilinear", (1, 2, 4, 3), dict(scale_factor=(1.1, 2.0))),   # unchanged dim: a copy
+    ("nearest", (1, 2, 4, 2), dict(scale_factor=2.3)),            # doubled dim: i >> 1
+    ("nearest", (1, 2, 6), dict(scale_factor=1.7)),
+    # not ("nearest", (1, 2, 6), scale_factor=1.1): torch 2.13's backward of that 1-d
+    # nearest copies the unchanged dim while its forward does not (gradients disagree)
 ]
+
+INTERP_SWEEP_MODES = [("nearest", 1), ("nearest", 2), ("nearest", 3), ("nearest-exact", 1),
+                      ("nearest-exact", 2), ("linear", 1), ("bilinear", 2), ("bicubic", 2),
+                      ("trilinear", 3), ("area", 2)]
+
+
+@pytest.mark.parametrize("mode,nd", INTERP_SWEEP_MODES)
+def test_interpolate_sweep_matches_torch(mode, nd):
+    """Random sizes and scale factors: torch's float32 source index of the nearest modes,
+    its copy of unchanged dims in the linear modes, its align_corners scales."""
+    rng = np.random.default_rng(16)
+    factors = [1.1, 1.05, 0.9, 1.0, 2.3, 0.51, 3.0, 0.3, 1.7, 0.77, 2.0, 0.5]
+    for _ in range(40):
+        x = rng.standard_normal((1, 2) + tuple(int(v) for v in rng.integers(1, 7, nd)))
+        r = rng.random()
+        if r < 0.4:
+            kw = dict(scale_factor=float(rng.choice(factors)))
+        elif r < 0.6:
+            kw = dict(scale_factor=tuple(float(v) for v in rng.choice(factors, nd)))
+        else:
+            kw = dict(size=tuple(int(v) for v in rng.integers(1, 13, nd)))
+        if mode in ("linear", "bilinear", "bicubic", "trilinear") and rng.random() < 0.3:
+            kw["align_corners"] = bool(rng.random() < 0.5)
+        if "scale_factor" in kw and rng.random() < 0.3:
+            kw["recompute_scale_factor"] = True
+        _same_outcome(lambda: F.interpolate(lucid.tensor(x), mode=mode, **kw),
+                      lambda: TF.interpolate(torch.tensor(x), mode=mode, **kw),
+                      f"{mode} {x.shape} {kw}")
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -623,3 +682,14 @@ def test_pool_modules_stride_default_as_torch():
                        (nn.MaxPool1d, torch.nn.MaxPool1d), (nn.AvgPool3d, torch.nn.AvgPool3d)):
         for stride in (None, 1, 0):
             assert lcls(3, stride=stride).stride == tcls(3, stride=stride).stride
+
+
+@pytest.mark.parametrize("kw", [dict(groups=0), dict(groups=3), dict(groups=-1),
+                                dict(padding="same", stride=2), dict(padding="foo"),
+                                dict(padding_mode="foo"), dict(stride=(1, 1, 1))])
+def test_conv_module_constructor_rejects_what_torch_rejects(kw):
+    args = dict(in_channels=2, out_channels=4, kernel_size=3, **kw)
+    with pytest.raises(REJECT):
+        torch.nn.Conv2d(**args)(torch.zeros(1, 2, 5, 5))
+    with pytest.raises(ValueError):
+        nn.Conv2d(**args)

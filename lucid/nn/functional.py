@@ -1060,6 +1060,21 @@ def _cubic_matrix(size, out, align_corners, scale):
     return m
 
 
+def _nearest_index(size, out, scale, exact, shortcuts):
+    """Source index of each output position, as torch computes it: in float32, floor of
+    ``i * scale`` (``(i + 0.5) * scale`` for nearest-exact); torch's 2-d nearest kernel
+    copies a dim whose size is unchanged and halves the index of one that doubles, whatever
+    the scale factor."""
+    i = np.arange(out)
+    if shortcuts and out == size:
+        return i
+    if shortcuts and out == 2 * size:
+        return i >> 1
+    src = np.floor((i.astype(np.float32) + np.float32(0.5 if exact else 0.0))
+                   * np.float32(scale))
+    return np.minimum(src.astype(np.int64), size - 1)
+
+
 def _interp_sizes(input, size, scale_factor, recompute_scale_factor, nd, mode):
     """Output sizes and the per-dim scales (input / output) the kernels use, as torch
     (``area`` is adaptive pooling, which allows an empty output)."""
@@ -1132,10 +1147,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode in ("nearest", "nearest-exact"):
         out = input
         for a in range(nd):
-            i = np.arange(out_sizes[a])
-            off = 0.0 if mode == "nearest" else 0.5
-            src = np.floor((i + off) * scales[a]).astype(np.int64)
-            src = np.minimum(src, in_sizes[a] - 1)
+            src = _nearest_index(in_sizes[a], out_sizes[a], scales[a], mode == "nearest-exact",
+                                 mode == "nearest" and nd == 2)
             out = lucid.index_select(out, 2 + a, lucid.tensor(src, device=input.device))
         return out
     if mode == "area":
@@ -1147,6 +1160,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         return _interpolate_uint8(input, mats)
     out = input
     for a in range(nd):
+        if mode != "bicubic" and in_sizes[a] == out_sizes[a]:
+            continue            # torch's linear modes copy a dim whose size is unchanged
         m = lucid.tensor(mats[a], dtype=dt, device=input.device)
         # contract axis 2+a with m: move it last, multiply by m.T, move it back
         out = lucid.matmul(out.transpose(2 + a, -1), m.T).transpose(2 + a, -1)
@@ -1161,8 +1176,8 @@ def _interpolate_uint8(input, mats):
     nd = len(mats)
     for a in reversed(range(nd)):
         m = mats[a]
-        if m.shape[0] == m.shape[1] and np.array_equal(m, np.eye(m.shape[0])):
-            continue                                   # torch skips an unchanged dim
+        if m.shape[0] == m.shape[1]:
+            continue          # torch skips a dim whose size is unchanged, whatever the scale
         peak = np.abs(m).max()
         bits = 0
         while bits < 22 and int(0.5 + peak * (1 << (bits + 1))) < (1 << 15):

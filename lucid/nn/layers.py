@@ -371,16 +371,28 @@ class _ConvNd(Module):
                  dtype=None):
         super().__init__()
         nd = self._nd
+        name = type(self).__name__
+        if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
+            raise lucid.ArgumentError(f"{name}: groups must be a positive integer, got {groups!r}")
         if in_channels % groups or out_channels % groups:
-            raise ValueError("in_channels and out_channels must be divisible by groups")
+            raise lucid.ArgumentError(f"{name}: in_channels and out_channels must be divisible "
+                                      f"by groups")
+        if isinstance(padding, str):
+            if padding not in ("valid", "same"):
+                raise lucid.ArgumentError(f"{name}: invalid padding string {padding!r}, should "
+                                          f"be one of 'valid', 'same'")
+            if padding == "same" and any(v != 1 for v in F._tuple(stride, nd, "stride", name)):
+                raise lucid.ArgumentError(f"{name}: padding='same' is not supported for "
+                                          f"strided convolutions")
         if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
             raise ValueError(f"padding_mode {padding_mode!r} is not supported")
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size = F._tuple(kernel_size, nd, "kernel_size")
-        self.stride = F._tuple(stride, nd, "stride")
-        self.padding = padding if isinstance(padding, str) else F._tuple(padding, nd, "padding")
-        self.dilation = F._tuple(dilation, nd, "dilation")
-        self.output_padding = F._tuple(output_padding, nd, "output_padding")
+        self.kernel_size = F._tuple(kernel_size, nd, "kernel_size", name)
+        self.stride = F._tuple(stride, nd, "stride", name)
+        self.padding = (padding if isinstance(padding, str)
+                        else F._tuple(padding, nd, "padding", name))
+        self.dilation = F._tuple(dilation, nd, "dilation", name)
+        self.output_padding = F._tuple(output_padding, nd, "output_padding", name)
         self.groups, self.padding_mode = groups, padding_mode
         if self._transposed:
             shape = (in_channels, out_channels // groups) + self.kernel_size
