@@ -497,6 +497,28 @@ def test_pad_negative_crops_as_torch(pads, mode, device):
                     device)
 
 
+@pytest.mark.parametrize("name,i,rng", _fuzz_cases("pad", 150, 17))
+def test_fuzz_pad_matches_torch_or_raises(name, i, rng):
+    k = int(rng.choice([1, 2, 3]))
+    ndim = int(rng.choice([k, k + 1, k + 1, k + 2, k + 2, k + 3]))
+    if ndim < 1:
+        ndim = 1
+    x = rng.standard_normal(tuple(int(s) for s in rng.integers(2, 6, ndim)))
+    pads = tuple(int(p) for p in rng.choice([-3, -2, -1, 0, 0, 1, 2, 3, 5], 2 * k))
+    mode = str(rng.choice(["constant", "reflect", "replicate", "circular"]))
+    kw = dict(mode=mode)
+    if rng.random() < 0.2:
+        kw["value"] = float(rng.choice([0.0, 2.5]))
+    if mode == "circular" and any(
+            max(pads[2 * j], pads[2 * j + 1]) > x.shape[-1 - j] + min(pads[2 * j], 0)
+            + min(pads[2 * j + 1], 0) for j in range(k) if j < x.ndim):
+        return      # torch reads overlapping memory there (see test_pad_negative_crops_as_torch)
+    if _same_outcome(lambda: F.pad(lucid.tensor(x), pads, **kw),
+                     lambda: TF.pad(torch.tensor(x), pads, **kw), f"pad {pads} {kw}") == "ok" \
+            and rng.random() < 0.3:
+        _check_vs_torch(lambda t: F.pad(t, pads, **kw), lambda t: TF.pad(t, pads, **kw), [x])
+
+
 # -- 6. the 3-d ops and max_unpool ---------------------------------------------------------------------------
 
 CONV3D = [

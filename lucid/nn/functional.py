@@ -539,12 +539,53 @@ def _pool_args(op, input, kernel_size, stride, padding, dilation, ceil_mode, nd)
 def pad(input, pad, mode="constant", value=None):
     """torch.nn.functional.pad. Negative amounts crop, as torch: in reflect and replicate
     modes after the positive amounts are padded from the whole input, in circular mode
-    before (the wrap reads the cropped tensor)."""
-    pad = tuple(pad)
-    if mode == "constant" or not any(int(p) < 0 for p in pad):
+    before (the wrap reads the cropped tensor). The other modes than constant pad the last
+    1, 2 or 3 dims of a batched or unbatched input, by less than each dim's size (reflect)
+    or at most its size (circular), as torch checks."""
+    if isinstance(pad, (tuple, list)) and all(isinstance(p, numbers.Integral)
+                                              and not isinstance(p, bool) for p in pad):
+        pad = tuple(int(p) for p in pad)
+        k = len(pad) // 2
+        if len(pad) % 2 == 0 and k <= input.ndim:
+            sizes = [input.shape[-1 - i] for i in range(k)]
+            grown = [sizes[i] + pad[2 * i] + pad[2 * i + 1] for i in range(k)]
+            if mode != "constant":
+                if not k + 1 <= input.ndim <= k + 2 or k > 3:
+                    raise NotImplementedError(
+                        f"pad(): {mode} padding of {k} dims needs a {k + 1}-d or {k + 2}-d "
+                        f"input, got shape {tuple(input.shape)}")
+                if value not in (None, 0, 0.0):
+                    raise lucid.ArgumentError(f"pad(): padding mode {mode!r} doesn't take in "
+                                              f"value argument")
+                for i in range(k):
+                    lo, hi, n = pad[2 * i], pad[2 * i + 1], sizes[i]
+                    if mode == "reflect" and max(lo, hi) >= n:
+                        raise lucid.ArgumentError(
+                            f"pad(): reflect padding ({lo}, {hi}) should be less than the "
+                            f"size {n} of dimension {input.ndim - 1 - i}")
+                    if mode == "circular" and max(lo, hi) > n:
+                        raise lucid.ArgumentError(
+                            f"pad(): circular padding ({lo}, {hi}) of dimension "
+                            f"{input.ndim - 1 - i} (size {n}) wraps around more than once")
+                    # torch's 1-d kernels refuse an empty result, its 2-d and 3-d ones not
+                    if mode in ("reflect", "replicate") and grown[i] < (k == 1):
+                        raise lucid.ShapeError(
+                            f"pad(): dimension {input.ndim - 1 - i} of size {n} padded by "
+                            f"({lo}, {hi}) would have size {grown[i]}")
+            for i in range(k if mode in ("constant", "circular") else 0):   # crop first
+                if sizes[i] + min(pad[2 * i], 0) + min(pad[2 * i + 1], 0) < 0:
+                    raise lucid.ShapeError(
+                        f"pad(): cropping dimension {input.ndim - 1 - i} of size {sizes[i]} by "
+                        f"({pad[2 * i]}, {pad[2 * i + 1]}) leaves a negative size")
+            if all(g >= 0 for g in grown):
+                _check_alloc("pad", tuple(input.shape[:input.ndim - k]) + tuple(reversed(grown)),
+                             input.dtype)
+    elif not isinstance(pad, (tuple, list)):
+        raise TypeError(f"pad(): pad must be a tuple of ints, got {pad!r}")
+    if mode == "constant" or not any(p < 0 for p in pad):
         return lucid.pad(input, pad, mode=mode, value=0 if value is None else value)
-    grow = tuple(max(int(p), 0) for p in pad)
-    crop = tuple(min(int(p), 0) for p in pad)
+    grow = tuple(max(p, 0) for p in pad)
+    crop = tuple(min(p, 0) for p in pad)
     if mode == "circular":
         return lucid.pad(lucid.pad(input, crop), grow, mode=mode)
     return lucid.pad(lucid.pad(input, grow, mode=mode), crop)
