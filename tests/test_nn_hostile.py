@@ -138,7 +138,7 @@ def _conv_case(rng, nd, transposed):
 
 @pytest.mark.parametrize("name,i,rng", _fuzz_cases("conv", 160, 1) + _fuzz_cases("convT", 120, 2))
 def test_fuzz_convolutions_match_torch_or_raise(name, i, rng):
-    nd = int(rng.choice([1, 2]))
+    nd = int(rng.choice([1, 2, 2, 3]))
     transposed = name == "convT"
     x, w, b, kw = _conv_case(rng, nd, transposed)
     lname = f"conv_transpose{nd}d" if transposed else f"conv{nd}d"
@@ -158,13 +158,13 @@ def test_fuzz_convolutions_match_torch_or_raise(name, i, rng):
                         lambda *t: tfn(t[0], t[1], t[2] if b is not None else None, **kw), args)
 
 
-POOLS = ["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d"]
+POOLS = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d"]
 
 
 @pytest.mark.parametrize("name,i,rng", [c for p in POOLS for c in _fuzz_cases(p, 60, len(p))])
 def test_fuzz_pools_match_torch_or_raise(name, i, rng):
     nd = int(name[-2])
-    size = tuple(int(s) for s in rng.choice([1, 3, 4, 5, 6], nd))
+    size = tuple(int(s) for s in rng.choice([1, 3, 4, 5, 6] if nd < 3 else [1, 3, 4], nd))
     x = rng.standard_normal((2, 2) + size) if rng.random() < 0.8 else rng.standard_normal(
         (2,) + size)
     kw = dict(kernel_size=_pick(rng, nd, (1, 2, 3, 4)), padding=_pick(rng, nd, (0, 0, 1, 2), (-1,)),
@@ -176,7 +176,7 @@ def test_fuzz_pools_match_torch_or_raise(name, i, rng):
         kw["return_indices"] = bool(rng.random() < 0.3)
     else:
         kw["count_include_pad"] = bool(rng.random() < 0.5)
-        if nd == 2 and rng.random() < 0.3:
+        if nd >= 2 and rng.random() < 0.3:
             kw["divisor_override"] = int(rng.choice([-2, 0, 3]))
     lfn, tfn = getattr(F, name), getattr(TF, name)
     outcome = _same_outcome(lambda: lfn(lucid.tensor(x), **kw), lambda: tfn(torch.tensor(x), **kw),
@@ -259,8 +259,9 @@ def test_huge_values_raise_cleanly_or_match_torch(what, name, arrays, kw):
                   lambda: tfn(*[torch.tensor(a) for a in arrays], **kw), what)
 
 
-def test_the_issue_cases_raise_before_any_kernel_runs():
-    x = lucid.randn(1, 2, 6, 6, requires_grad=True)
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_issue_cases_raise_before_any_kernel_runs(device):
+    x = lucid.randn(1, 2, 6, 6, device=device, requires_grad=True)
     with pytest.raises(RuntimeError, match="dilation"):
         F.max_pool2d(x, 2, stride=2, dilation=-1)
     with pytest.raises(ValueError, match="dilation"):     # ArgumentError is both
@@ -277,13 +278,13 @@ def test_the_issue_cases_raise_before_any_kernel_runs():
     # the conv weight mismatch is a RuntimeError (torch) and a ValueError (NumPy habit)
     for exc in (RuntimeError, ValueError):
         with pytest.raises(exc, match="channels"):
-            F.conv2d(x, lucid.randn(3, 3, 3, 3))
+            F.conv2d(x, lucid.randn(3, 3, 3, 3, device=device))
         with pytest.raises(exc, match="channels"):
-            nn.Conv2d(3, 4, 3)(x)
+            nn.Conv2d(3, 4, 3, device=device)(x)
     with pytest.raises(RuntimeError, match="padding"):
-        F.conv2d(x, lucid.randn(3, 2, 3, 3), padding=-1)
+        F.conv2d(x, lucid.randn(3, 2, 3, 3, device=device), padding=-1)
     with pytest.raises(TypeError):
-        F.conv2d(x, lucid.randn(3, 2, 3, 3), stride=1.5)
+        F.conv2d(x, lucid.randn(3, 2, 3, 3, device=device), stride=1.5)
     assert x.grad is None
 
 
@@ -715,3 +716,18 @@ def test_conv_module_constructor_rejects_what_torch_rejects(kw):
         torch.nn.Conv2d(**args)(torch.zeros(1, 2, 5, 5))
     with pytest.raises(ValueError):
         nn.Conv2d(**args)
+
+
+def test_conv3d_second_derivative_matches_torch():
+    rng = np.random.default_rng(18)
+    x, w = rng.standard_normal((1, 2, 4, 3, 4)), rng.standard_normal((3, 2, 2, 2, 2))
+    lx, lw = (lucid.tensor(a, requires_grad=True) for a in (x, w))
+    tx, tw = (torch.tensor(a, requires_grad=True) for a in (x, w))
+    ly = F.conv_transpose3d(F.conv3d(lx, lw, stride=(1, 2, 1), padding=1), lw)
+    ty = TF.conv_transpose3d(TF.conv3d(tx, tw, stride=(1, 2, 1), padding=1), tw)
+    (lg,) = lucid.autograd.grad((ly * ly).sum(), [lx], create_graph=True)
+    (tg,) = torch.autograd.grad((ty * ty).sum(), [tx], create_graph=True)
+    _close(lg, tg)
+    (lg * lg).sum().backward()
+    (tg * tg).sum().backward()
+    _close(lw.grad, tw.grad)

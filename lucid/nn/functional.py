@@ -914,6 +914,10 @@ def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pa
     op = f"avg_pool{nd}d"
     kernel, stride, padding, dilation, out = _pool_args(op, input, kernel_size, stride, padding,
                                                         1, ceil_mode, nd)
+    if nd == 3 and any(s < k for s, k in zip(input.shape[-3:], kernel)):
+        # torch's 3-d average pool compares the unpadded input with the kernel
+        raise lucid.ShapeError(f"{op}(): input of spatial size {tuple(input.shape[-3:])} is "
+                               f"smaller than the kernel size {kernel}")
     if divisor_override is not None:
         if isinstance(divisor_override, bool) or not isinstance(divisor_override,
                                                                 numbers.Integral):
