@@ -9,7 +9,15 @@ lucid.nn._im2col). Each of these keeps its composite form, which serves the gpu,
 dtypes and the other cases, and whose derivatives are the single ops' graph-mode
 formulas. The composite convolutions and pools gather their windows as strided slices
 of the (padded) input, one per kernel offset, stacked into an im2col matrix and reduced
-by one batched matmul (or a max/sum over the window axis).
+by one batched matmul (or a max/sum over the window axis); 3-d convolutions and pools
+are that composite form only.
+
+Every window op (convolutions, pools, unfold, interpolate, pad) checks its arguments as
+torch does before any kernel runs (``_conv_args``, ``_conv_transpose_args``,
+``_pool_args``, ...): a bad value raises lucid.ArgumentError and a shape mismatch
+lucid.ShapeError, both a RuntimeError (torch's habit) and a ValueError; an int-list
+argument that is not ints raises TypeError; sizes beyond the machine's memory raise
+before anything is allocated.
 """
 import functools
 import math
