@@ -729,3 +729,31 @@ def test_conv3d_second_derivative_matches_torch():
     (lg * lg).sum().backward()
     (tg * tg).sum().backward()
     _close(lw.grad, tw.grad)
+
+
+def _both(a):
+    return lucid.tensor(a), torch.tensor(a)
+
+
+BAD_CALLS = [
+    ("layer_norm shape", lambda m, f, x: f.layer_norm(x, (5,))),
+    ("group_norm groups", lambda m, f, x: f.group_norm(x, 4)),
+    ("one_hot negative", lambda m, f, x: f.one_hot(m.tensor([-1, 2]))),
+    ("one_hot too small", lambda m, f, x: f.one_hot(m.tensor([3, 2]), 3)),
+    ("dropout p", lambda m, f, x: f.dropout(x, 1.5)),
+    ("mse reduction", lambda m, f, x: f.mse_loss(x, x, reduction="avg")),
+    ("sdpa gqa heads", lambda m, f, x: f.scaled_dot_product_attention(
+        x.reshape(1, 3, 2, 2), x[:, :2].reshape(1, 2, 2, 2), x[:, :2].reshape(1, 2, 2, 2),
+        enable_gqa=True)),
+]
+
+
+@pytest.mark.parametrize("what,call", BAD_CALLS, ids=[c[0] for c in BAD_CALLS])
+def test_bad_arguments_raise_runtime_and_value_errors(what, call):
+    """torch raises (RuntimeError or ValueError) and lucid's error is both kinds."""
+    lx, tx = _both(np.random.default_rng(19).standard_normal((2, 6, 2)))
+    with pytest.raises((RuntimeError, ValueError)):
+        call(torch, TF, tx)
+    for exc in (RuntimeError, ValueError):
+        with pytest.raises(exc):
+            call(lucid, F, lx)

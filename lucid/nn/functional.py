@@ -44,7 +44,7 @@ def _reduce(loss, reduction):
         return loss.sum()
     if reduction == "none":
         return loss
-    raise ValueError(f"{reduction!r} is not a valid value for reduction; expected one of "
+    raise lucid.ArgumentError(f"{reduction!r} is not a valid value for reduction; expected one of "
                      f"{_reduction_names}")
 
 
@@ -195,7 +195,7 @@ def glu(input, dim=-1):
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)``."""
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        raise lucid.ArgumentError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
     if p == 1.0:
@@ -211,7 +211,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         normalized_shape = (normalized_shape,)
     n = len(normalized_shape)
     if tuple(input.shape[input.ndim - n:]) != tuple(normalized_shape):
-        raise ValueError(f"layer_norm: input shape {tuple(input.shape)} does not end with "
+        raise lucid.ShapeError(f"layer_norm: input shape {tuple(input.shape)} does not end with "
                          f"normalized_shape {tuple(normalized_shape)}")
     dims = tuple(range(input.ndim - n, input.ndim))
     mu = input.mean(dims, keepdim=True)
@@ -235,7 +235,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if training:
         n = input.numel() // input.shape[1]
         if n <= 1:
-            raise ValueError(f"Expected more than 1 value per channel when training, got input "
+            raise lucid.ArgumentError(f"Expected more than 1 value per channel when training, got input "
                              f"size {tuple(input.shape)}")
         mu = input.mean(dims, keepdim=True)
         xc = input - mu
@@ -261,6 +261,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 @_fp32
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    if input.ndim < 2 or num_groups <= 0 or input.shape[1] % num_groups:
+        raise lucid.ShapeError(f"group_norm(): expected an input (N, C, ...) whose C is "
+                               f"divisible by num_groups={num_groups}, got shape "
+                               f"{tuple(input.shape)}")
     n, c = input.shape[0], input.shape[1]
     x = input.reshape(n, num_groups, -1)
     mu = x.mean(-1, keepdim=True)
@@ -339,11 +343,11 @@ def one_hot(tensor, num_classes=-1):
         raise TypeError("one_hot(): tensor must be an integer (int32 or int64) lucid Tensor, "
                         f"got {getattr(tensor, 'dtype', type(tensor).__name__)}")
     if tensor.numel() and int(tensor.min().item()) < 0:
-        raise ValueError("one_hot(): class values must be non-negative")
+        raise lucid.ArgumentError("one_hot(): class values must be non-negative")
     if num_classes < 0:
         num_classes = int(tensor.max().item()) + 1
     elif tensor.numel() and int(tensor.max().item()) >= num_classes:
-        raise ValueError(f"one_hot(): class values must be smaller than num_classes "
+        raise lucid.ArgumentError(f"one_hot(): class values must be smaller than num_classes "
                          f"({num_classes})")
     return (tensor.unsqueeze(-1) == lucid.arange(num_classes, dtype=tensor.dtype, device=tensor.device)).long()
 
@@ -1259,7 +1263,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
         hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
         if hq % hk or hq % hv:
-            raise ValueError(f"scaled_dot_product_attention: with enable_gqa, the query's "
+            raise lucid.ShapeError(f"scaled_dot_product_attention: with enable_gqa, the query's "
                              f"{hq} heads must be a multiple of the key's {hk} and the "
                              f"value's {hv}")
         key = lucid.repeat_interleave(key, hq // hk, dim=-3)
@@ -1294,14 +1298,14 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
     (1, 1, E) are appended to the projected keys and values, then a zero key and value
     with ``add_zero_attn``; the masks leave those columns open."""
     if (bias_k is None) != (bias_v is None):
-        raise ValueError("multi_head_attention_forward: give both bias_k and bias_v or neither")
+        raise lucid.ArgumentError("multi_head_attention_forward: give both bias_k and bias_v or neither")
     l_, n, e = query.shape
     s_ = key.shape[0]
     hd = e // num_heads
     if in_proj_weight is not None:
         wq, wk, wv = lucid.chunk(in_proj_weight, 3, 0)
     elif q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
-        raise ValueError("multi_head_attention_forward: without in_proj_weight, "
+        raise lucid.ArgumentError("multi_head_attention_forward: without in_proj_weight, "
                          "q_proj_weight, k_proj_weight and v_proj_weight are all needed")
     else:
         wq, wk, wv = q_proj_weight, k_proj_weight, v_proj_weight
@@ -1434,11 +1438,11 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     with probability targets (same shape as input); torch's label smoothing. On the cpu
     one kernel pass computes the loss and its gradient (lucid's cross_entropy op)."""
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+        raise lucid.ArgumentError(f"label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
     if reduction not in _reduction_names:
-        raise ValueError(f"{reduction!r} is not a valid value for reduction")
+        raise lucid.ArgumentError(f"{reduction!r} is not a valid value for reduction")
     if ignore_index != -100 and target.is_floating_point():
-        raise ValueError("cross_entropy: ignore_index is not supported for probability "
+        raise lucid.ArgumentError("cross_entropy: ignore_index is not supported for probability "
                          "targets")
     if input.ndim == 1:  # unbatched: (C,) with a 0-d index or (C,) probabilities
         target = target.unsqueeze(0) if target.is_floating_point() else target.reshape(1)
@@ -1460,7 +1464,7 @@ def _cross_entropy_composite(input, target, weight, ignore_index, reduction, lab
     logp = lucid.log_softmax(input, dim=1)
     if target.is_floating_point():  # class probabilities
         if tuple(target.shape) != tuple(input.shape):
-            raise ValueError(f"cross_entropy: probability targets must have the input's shape "
+            raise lucid.ShapeError(f"cross_entropy: probability targets must have the input's shape "
                              f"{tuple(input.shape)}, got {tuple(target.shape)}")
         if label_smoothing > 0:
             target = target * (1 - label_smoothing) + label_smoothing / c

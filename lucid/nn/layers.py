@@ -173,7 +173,8 @@ class Dropout(Module):
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+            raise lucid.ArgumentError(f"dropout probability has to be between 0 and 1, but got "
+                                      f"{p}")
         self.p = p
 
     def forward(self, input):
@@ -274,7 +275,7 @@ class GroupNorm(Module):
                  *, bias=True):
         super().__init__()
         if num_channels % num_groups:
-            raise ValueError("num_channels must be divisible by num_groups")
+            raise lucid.ArgumentError("num_channels must be divisible by num_groups")
         self.num_groups, self.num_channels, self.eps, self.affine = (
             num_groups, num_channels, eps, affine)
         self.weight = (Parameter(lucid.ones(num_channels, dtype=dtype or lucid.float32))
@@ -326,7 +327,7 @@ class _BatchNorm(Module):
 
     def forward(self, input):
         if input.ndim not in self._expected_dims:
-            raise ValueError(f"{type(self).__name__}: expected a "
+            raise lucid.ShapeError(f"{type(self).__name__}: expected a "
                              f"{' or '.join(map(str, self._expected_dims))}-d input, got "
                              f"{input.ndim}-d")
         momentum = 0.0 if self.momentum is None else self.momentum
@@ -385,7 +386,7 @@ class _ConvNd(Module):
                 raise lucid.ArgumentError(f"{name}: padding='same' is not supported for "
                                           f"strided convolutions")
         if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
-            raise ValueError(f"padding_mode {padding_mode!r} is not supported")
+            raise lucid.ArgumentError(f"padding_mode {padding_mode!r} is not supported")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size = F._tuple(kernel_size, nd, "kernel_size", name)
         self.stride = F._tuple(stride, nd, "stride", name)
@@ -637,7 +638,7 @@ class MultiheadAttention(Module):
                  dtype=None):
         super().__init__()
         if embed_dim % num_heads:
-            raise ValueError("embed_dim must be divisible by num_heads")
+            raise lucid.ArgumentError("embed_dim must be divisible by num_heads")
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
         self.batch_first, self.head_dim = batch_first, embed_dim // num_heads
         self.kdim = kdim if kdim is not None else embed_dim
