@@ -223,6 +223,44 @@ def test_fuzz_interpolate_match_torch_or_raise(name, i, rng):
                   lambda: TF.interpolate(torch.tensor(x), **kw), f"interpolate {kw}")
 
 
+@pytest.mark.parametrize("name,i,rng", _fuzz_cases("fold", 80, 20))
+def test_fuzz_fold_matches_torch_or_raises(name, i, rng):
+    kernel = _pick(rng, 2, (1, 2, 3))
+    kw = dict(kernel_size=kernel, dilation=_pick(rng, 2, (1, 1, 2)),
+              padding=_pick(rng, 2, (0, 0, 1), (-1,)), stride=_pick(rng, 2, (1, 2)))
+    out = tuple(int(v) for v in rng.integers(2, 7, 2))
+    # the input's shape follows from unfold of a matching image, sometimes broken
+    try:
+        cols = TF.unfold(torch.zeros((2, 3) + out), **kw).shape
+    except Exception:  # noqa: BLE001
+        cols = (2, 12, 4)
+    shape = tuple(int(v) for v in cols)
+    if rng.random() < 0.15:
+        shape = (shape[0], shape[1] + 1, shape[2])
+    elif rng.random() < 0.15:
+        shape = (shape[0], shape[1], shape[2] + 1)
+    elif rng.random() < 0.15:
+        shape = shape[1:]
+    x = rng.standard_normal(shape)
+    if _same_outcome(lambda: F.fold(lucid.tensor(x), out, **kw),
+                     lambda: TF.fold(torch.tensor(x), out, **kw), f"fold {out} {kw}") == "ok" \
+            and rng.random() < 0.5:
+        _check_vs_torch(lambda t: F.fold(t, out, **kw), lambda t: TF.fold(t, out, **kw), [x])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fold_unfold_modules_on_both_devices(device):
+    dtype = "float32" if device == "gpu" else "float64"
+    x = np.random.default_rng(21).standard_normal((2, 3, 6, 5))
+    kw = dict(kernel_size=(2, 3), dilation=(1, 2), padding=1, stride=(2, 1))
+    lu, tu = _check_vs_torch(lambda t: nn.Unfold(**kw)(t), lambda t: torch.nn.Unfold(**kw)(t),
+                             [x], dtype, device)
+    _check_vs_torch(lambda t: nn.Fold((6, 5), **kw)(t), lambda t: torch.nn.Fold((6, 5), **kw)(t),
+                    [tu.detach().numpy()], dtype, device)
+    assert repr(nn.Fold((6, 5), **kw)) == repr(torch.nn.Fold((6, 5), **kw))
+    assert repr(nn.Unfold(**kw)) == repr(torch.nn.Unfold(**kw))
+
+
 HUGE = [2**31, 2**40, 2**63, -2**40]
 X2, W2 = np.ones((1, 2, 6, 6)), np.ones((3, 2, 3, 3))
 

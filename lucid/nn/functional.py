@@ -771,14 +771,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
                                f"{tuple(input.shape)}")
     if input.ndim == 3:
         return unfold(input.unsqueeze(0), kernel_size, dilation, padding, stride).squeeze(0)
-    kernel = _tuple(kernel_size, 2, "kernel_size", op)
-    dilation = _tuple(dilation, 2, "dilation", op)
-    padding = _tuple(padding, 2, "padding", op)
-    stride = _tuple(stride, 2, "stride", op)
-    _positive(op, "kernel_size", kernel)
-    _positive(op, "dilation", dilation)
-    _positive(op, "padding", padding, strict=False)
-    _positive(op, "stride", stride)
+    kernel, dilation, padding, stride = _fold_args(op, kernel_size, dilation, padding, stride)
     pairs = [(p, p) for p in padding]
     out = tuple(_conv_out(input.shape[2 + a], kernel[a], stride[a], *pairs[a], dilation[a])
                 for a in range(2))
@@ -793,6 +786,60 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
                  input.dtype)
     cols = _windows(_pad_spatial(input, pairs), kernel, stride, dilation, out)
     return cols.reshape(n, c * k, out[0] * out[1])
+
+
+def _fold_args(op, kernel_size, dilation, padding, stride):
+    kernel = _tuple(kernel_size, 2, "kernel_size", op)
+    dilation = _tuple(dilation, 2, "dilation", op)
+    padding = _tuple(padding, 2, "padding", op)
+    stride = _tuple(stride, 2, "stride", op)
+    _positive(op, "kernel_size", kernel)
+    _positive(op, "dilation", dilation)
+    _positive(op, "padding", padding, strict=False)
+    _positive(op, "stride", stride)
+    return kernel, dilation, padding, stride
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """col2im, the adjoint of unfold: (N, C * kH * kW, L) -> (N, C, *output_size), each
+    column's values summed into its window, as torch.nn.functional.fold. Composed of
+    lucid ops (one dilated, padded slice per kernel offset), so it runs on either device
+    and is differentiable."""
+    op = "fold"
+    if input.ndim not in (2, 3) or 0 in input.shape[1:]:
+        raise lucid.ShapeError(f"{op}(): expected a non-empty 2-d or 3-d input, got shape "
+                               f"{tuple(input.shape)}")
+    if input.ndim == 2:
+        return fold(input.unsqueeze(0), output_size, kernel_size, dilation, padding,
+                    stride).squeeze(0)
+    if isinstance(output_size, (tuple, list)) and len(output_size) != 2:
+        raise lucid.ArgumentError(f"{op}(): output_size must have 2 elements, got "
+                                  f"{tuple(output_size)}")
+    out = _tuple(output_size, 2, "output_size", op)
+    kernel, dilation, padding, stride = _fold_args(op, kernel_size, dilation, padding, stride)
+    n, ck, l_ = input.shape
+    k = kernel[0] * kernel[1]
+    if ck % k:
+        raise lucid.ShapeError(f"{op}(): input's dimension 1 ({ck}) must be divisible by the "
+                               f"product of kernel_size {kernel}")
+    blocks = tuple(_conv_out(out[a], kernel[a], stride[a], padding[a], padding[a], dilation[a])
+                   for a in range(2))
+    if any(b <= 0 for b in blocks) or blocks[0] * blocks[1] != l_:
+        raise lucid.ShapeError(f"{op}(): output_size={out}, kernel_size={kernel}, "
+                               f"dilation={dilation}, padding={padding}, stride={stride} give "
+                               f"{blocks} blocks, but the input has {l_} columns")
+    c = ck // k
+    padded = tuple(out[a] + 2 * padding[a] for a in range(2))
+    _check_alloc(op, (n, c) + padded, input.dtype)
+    cols = input.reshape(n, c, kernel[0], kernel[1], blocks[0], blocks[1])
+    total = None
+    for i, j in np.ndindex(*kernel):
+        piece = _dilate(_dilate(cols[:, :, i, j], 2, stride[0]), 3, stride[1])
+        top, left = i * dilation[0], j * dilation[1]
+        piece = lucid.pad(piece, (left, padded[1] - left - piece.shape[3],
+                                  top, padded[0] - top - piece.shape[2]))
+        total = piece if total is None else total + piece
+    return total[:, :, padding[0]:padding[0] + out[0], padding[1]:padding[1] + out[1]]
 
 
 # -- pools ----------------------------------------------------------------------------------------------

@@ -603,6 +603,39 @@ class AdaptiveAvgPool3d(AdaptiveAvgPool2d):
         return F.adaptive_avg_pool3d(input, self.output_size)
 
 
+class Unfold(Module):
+    """Sliding windows as columns: (N, C, H, W) -> (N, C * kH * kW, L)."""
+
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.kernel_size, self.dilation, self.padding, self.stride = (
+            kernel_size, dilation, padding, stride)
+
+    def forward(self, input):
+        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, "
+                f"padding={self.padding}, stride={self.stride}")
+
+
+class Fold(Module):
+    """Columns summed back into windows: (N, C * kH * kW, L) -> (N, C, *output_size)."""
+
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.output_size, self.kernel_size = output_size, kernel_size
+        self.dilation, self.padding, self.stride = dilation, padding, stride
+
+    def forward(self, input):
+        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding,
+                      self.stride)
+
+    def extra_repr(self):
+        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, "
+                f"dilation={self.dilation}, padding={self.padding}, stride={self.stride}")
+
+
 class Upsample(Module):
     def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None):
         super().__init__()
