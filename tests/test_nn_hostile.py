@@ -795,3 +795,71 @@ def test_bad_arguments_raise_runtime_and_value_errors(what, call):
     for exc in (RuntimeError, ValueError):
         with pytest.raises(exc):
             call(lucid, F, lx)
+
+
+# -- window ops on every dtype: torch's values, or an error naming the op and the dtype -----------------
+
+def _int_image(rng, nd, lo=-20, hi=60):
+    return rng.integers(lo, hi, (1, 2) + (5, 6, 4)[:nd])
+
+
+def _dtype_calls():
+    calls = []
+    for nd in (1, 2, 3):
+        calls += [
+            (f"conv{nd}d", lambda f, m, r, nd=nd: getattr(f, f"conv{nd}d")(
+                m(_int_image(r, nd)), m(r.integers(-3, 4, (3, 2) + (2,) * nd)), padding=1)),
+            (f"conv_transpose{nd}d", lambda f, m, r, nd=nd: getattr(f, f"conv_transpose{nd}d")(
+                m(_int_image(r, nd)), m(r.integers(-3, 4, (2, 3) + (2,) * nd)), stride=2)),
+            (f"max_pool{nd}d", lambda f, m, r, nd=nd: getattr(f, f"max_pool{nd}d")(
+                m(_int_image(r, nd)), 2, padding=1)),
+            (f"avg_pool{nd}d", lambda f, m, r, nd=nd: getattr(f, f"avg_pool{nd}d")(
+                m(_int_image(r, nd)), 3, stride=2, padding=1, count_include_pad=False,
+                ceil_mode=True)),
+            (f"adaptive_avg_pool{nd}d", lambda f, m, r, nd=nd: getattr(
+                f, f"adaptive_avg_pool{nd}d")(m(_int_image(r, nd)), 3)),
+        ]
+    calls += [
+        ("avg_pool2d", lambda f, m, r: f.avg_pool2d(m(_int_image(r, 2)), 2, divisor_override=-3)),
+        ("unfold", lambda f, m, r: f.unfold(m(_int_image(r, 2)), 2)),
+        ("fold", lambda f, m, r: f.fold(m(r.integers(0, 9, (1, 8, 20))), (5, 6), 2)),
+        ("max_unpool2d", lambda f, m, r: f.max_unpool2d(
+            m(_int_image(r, 2)[..., :2, :2]), m(np.array([[[[0, 3], [13, 15]]] * 2]),
+                                                 keep=True), 2)),
+        ("pad", lambda f, m, r: f.pad(m(_int_image(r, 2)), (1, 2, -1, 1), mode="replicate")),
+        ("pad", lambda f, m, r: f.pad(m(_int_image(r, 2)), (1, 2, 2, 1), mode="reflect")),
+        ("pad", lambda f, m, r: f.pad(m(_int_image(r, 2)), (1, 2, 2, 1), mode="circular")),
+    ]
+    return calls
+
+
+DTYPE_CALLS = _dtype_calls()
+ALL_DTYPES = ["int64", "int32", "int16", "int8", "uint8", "bool", "float16", "bfloat16"]
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("op,call", DTYPE_CALLS, ids=[f"{c[0]}{i}" for i, c in
+                                                      enumerate(DTYPE_CALLS)])
+def test_window_ops_on_every_dtype_match_torch_or_name_the_dtype(op, call, dtype):
+    def maker(lib):
+        def make(a, keep=False):
+            if keep:                               # indices stay int64
+                return lib.tensor(a)
+            dt = getattr(lib, "bool" if lib is torch else "bool_") if dtype == "bool" \
+                else getattr(lib, dtype)
+            return lib.tensor(a.astype(np.float32) if dtype == "bfloat16" else a).to(dt)
+        return make
+    try:
+        want = call(TF, maker(torch), np.random.default_rng(22))
+    except NotImplementedError:
+        with pytest.raises(lucid.UnsupportedDTypeError, match=f"{op}.*{dtype}"):
+            call(F, maker(lucid), np.random.default_rng(22))
+        return
+    got = call(F, maker(lucid), np.random.default_rng(22))
+    assert got.dtype.name.rstrip("_") == str(want.dtype).split(".")[-1]
+    w = want.float().numpy() if dtype in ("float16", "bfloat16") else want.numpy()
+    g = np_of(got.float()) if dtype in ("float16", "bfloat16") else np_of(got)
+    if dtype in ("float16", "bfloat16"):
+        np.testing.assert_allclose(g, w, rtol=1e-2, atol=0.5)
+    else:
+        np.testing.assert_array_equal(g, w)

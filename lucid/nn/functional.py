@@ -415,6 +415,30 @@ def _check_alloc(op, shape, dtype):
                                   f"would not fit in this machine's memory ({_MEMORY} bytes)")
 
 
+# The dtypes each window op computes in, as torch 2.13 on the cpu (a data row per op
+# family): any other dtype raises naming the op and the dtype, as torch's "not implemented
+# for 'Int'", instead of computing in a dtype that truncates (an integer average is 0).
+_HALF_AND_FLOAT = ("float16", "bfloat16", "float32", "float64")
+_INTS = ("int64", "int32", "int16", "int8", "uint8")
+_WINDOW_DTYPES = {
+    "conv": _HALF_AND_FLOAT + _INTS,
+    "conv_transpose": _HALF_AND_FLOAT + ("int64",),
+    "max_pool1d": _HALF_AND_FLOAT,
+    "max_pool": _HALF_AND_FLOAT + _INTS,                  # 2-d and 3-d
+    "avg_pool": _HALF_AND_FLOAT + ("int64",),             # 1-d and 2-d
+    "avg_pool3d": ("float32", "float64", "int64"),
+    "adaptive_avg_pool": _HALF_AND_FLOAT,
+    "unfold": _HALF_AND_FLOAT + ("bool_",),                # and fold
+    "max_unpool": _HALF_AND_FLOAT,
+    "pad": _HALF_AND_FLOAT + _INTS,                       # reflect and replicate
+}
+
+
+def _check_dtype(op, family, input):
+    if input.dtype.name not in _WINDOW_DTYPES[family]:
+        raise lucid.UnsupportedDTypeError(f"{op}(): not implemented for dtype {input.dtype}")
+
+
 def _check_input_dims(op, input, nd):
     if input.ndim not in (nd + 1, nd + 2) or 0 in input.shape[1:]:
         raise lucid.ShapeError(f"{op}(): expected a non-empty {nd + 1}-d (unbatched) or "
@@ -445,6 +469,7 @@ def _check_weight(op, weight, bias, nd, n_out):
 def _conv_args(op, input, weight, bias, stride, padding, dilation, groups, nd):
     """A convolution's stride, dilation, (lo, hi) padding per dim and output size, every
     argument checked as torch checks it."""
+    _check_dtype(op, "conv", input)
     if input.ndim != nd + 2:
         raise lucid.ShapeError(f"{op}(): expected a {nd + 1}-d (unbatched) or {nd + 2}-d "
                                f"(batched) input, got shape {tuple(input.shape)}")
@@ -481,6 +506,7 @@ def _conv_args(op, input, weight, bias, stride, padding, dilation, groups, nd):
 
 def _conv_transpose_args(op, input, weight, bias, stride, padding, output_padding, groups,
                          dilation, nd):
+    _check_dtype(op, "conv_transpose", input)
     if input.ndim != nd + 2:
         raise lucid.ShapeError(f"{op}(): expected a {nd + 1}-d (unbatched) or {nd + 2}-d "
                                f"(batched) input, got shape {tuple(input.shape)}")
@@ -561,6 +587,8 @@ def pad(input, pad, mode="constant", value=None):
         if len(pad) % 2 == 0 and k <= input.ndim:
             sizes = [input.shape[-1 - i] for i in range(k)]
             grown = [sizes[i] + pad[2 * i] + pad[2 * i + 1] for i in range(k)]
+            if mode in ("reflect", "replicate"):
+                _check_dtype(f"pad({mode})", "pad", input)
             if mode != "constant":
                 if not k + 1 <= input.ndim <= k + 2 or k > 3:
                     raise NotImplementedError(
@@ -766,6 +794,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """im2col: (N, C, H, W) -> (N, C * kH * kW, L), each column one sliding window (zero
     padding), as torch.nn.functional.unfold."""
     op = "unfold"
+    _check_dtype(op, "unfold", input)
     if input.ndim not in (3, 4) or 0 in input.shape[1:]:
         raise lucid.ShapeError(f"{op}(): expected a non-empty 3-d or 4-d input, got shape "
                                f"{tuple(input.shape)}")
@@ -806,6 +835,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     lucid ops (one dilated, padded slice per kernel offset), so it runs on either device
     and is differentiable."""
     op = "fold"
+    _check_dtype(op, "unfold", input)
     if input.ndim not in (2, 3) or 0 in input.shape[1:]:
         raise lucid.ShapeError(f"{op}(): expected a non-empty 2-d or 3-d input, got shape "
                                f"{tuple(input.shape)}")
@@ -893,6 +923,7 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd):
     op = f"max_pool{nd}d"
+    _check_dtype(op, "max_pool1d" if nd == 1 else "max_pool", input)
     kernel, stride, padding, dilation, out = _pool_args(op, input, kernel_size, stride, padding,
                                                         dilation, ceil_mode, nd)
     x0, unb = _batched(input, nd)
@@ -927,8 +958,11 @@ def _max_poolnd(input, kernel_size, stride, padding, dilation, ceil_mode, return
 
 
 def _max_pool_composite(x0, kernel, stride, dilation, out, pairs, with_arg=False):
-    """Max pooling in lucid ops: the windows stacked, then a max over them."""
-    x = _pad_spatial(x0, pairs, -math.inf)
+    """Max pooling in lucid ops: the windows stacked, then a max over them (padding reads
+    as -inf, or an integer dtype's minimum)."""
+    dt = x0.dtype.numpy_dtype
+    fill = -math.inf if x0.dtype.is_floating_point else int(np.iinfo(dt).min)
+    x = _pad_spatial(x0, pairs, fill)
     values, arg = lucid.max(_windows(x, kernel, stride, dilation, out), dim=2)
     return (values, arg) if with_arg else values
 
@@ -971,6 +1005,7 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                 divisor_override, nd):
     op = f"avg_pool{nd}d"
+    _check_dtype(op, "avg_pool3d" if nd == 3 else "avg_pool", input)
     kernel, stride, padding, dilation, out = _pool_args(op, input, kernel_size, stride, padding,
                                                         1, ceil_mode, nd)
     if nd == 3 and any(s < k for s, k in zip(input.shape[-3:], kernel)):
@@ -989,10 +1024,15 @@ def _avg_poolnd(input, kernel_size, stride, padding, ceil_mode, count_include_pa
     x = _pad_spatial(x0, pairs, 0.0)
     total = _windows(x, kernel, stride, dilation, out).sum(2)
     if divisor_override is not None:
-        res = total / float(divisor_override)
+        div = np.full(out, float(divisor_override))
     else:
         div = _avg_divisor(x0.shape[2:], kernel, stride, padding, out, count_include_pad)
-        res = total * lucid.tensor(1.0 / div, dtype=input.dtype, device=input.device)
+    if input.dtype.is_floating_point:
+        res = total * lucid.tensor(1.0 / div, dtype=total.dtype, device=input.device)
+        res = res.to(input.dtype)      # half inputs: summed in float32, as torch
+    else:                              # int64: C's truncating division, as torch
+        res = lucid.div(total, lucid.tensor(div.astype(np.int64), device=input.device),
+                        rounding_mode="trunc")
     return res.squeeze(0) if unb else res
 
 
@@ -1001,6 +1041,7 @@ def _max_unpoolnd(input, indices, kernel_size, stride, padding, output_size, nd)
     as max_pool's ``return_indices`` gives them) of a zero output: a scatter, whose
     gradient gathers."""
     op = f"max_unpool{nd}d"
+    _check_dtype(op, "max_unpool", input)
     _check_input_dims(op, input, nd)
     if not isinstance(indices, lucid.Tensor) or indices.dtype != lucid.int64:
         raise lucid.ArgumentError(f"{op}(): indices must be an int64 tensor, got "
@@ -1069,6 +1110,7 @@ def _adaptive_matrix(size, out):
 
 
 def _adaptive_sizes(op, input, output_size, nd):
+    _check_dtype(op, "adaptive_avg_pool", input)
     _check_input_dims(op, input, nd)
     sizes = input.shape[-nd:]
     if isinstance(output_size, (tuple, list)):
