@@ -677,6 +677,7 @@ def test_max_unpool_inverts_max_pool_indices_as_torch(nd, shape, kw, device):
     _close(got, want, dtype)
     mod = (nn.MaxUnpool1d if nd == 1 else nn.MaxUnpool2d)(**kw)
     _close(mod(lv, li, output_size=size), want, dtype)
+    assert repr(mod) == repr((torch.nn.MaxUnpool1d if nd == 1 else torch.nn.MaxUnpool2d)(**kw))
 
 
 def test_max_unpool_rejects_what_torch_rejects():

@@ -328,8 +328,8 @@ class _BatchNorm(Module):
     def forward(self, input):
         if input.ndim not in self._expected_dims:
             raise lucid.ShapeError(f"{type(self).__name__}: expected a "
-                             f"{' or '.join(map(str, self._expected_dims))}-d input, got "
-                             f"{input.ndim}-d")
+                                   f"{' or '.join(map(str, self._expected_dims))}-d input, got "
+                                   f"{input.ndim}-d")
         momentum = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
             with lucid.no_grad():
@@ -566,8 +566,10 @@ class MaxUnpool2d(Module):
 
     def __init__(self, kernel_size, stride=None, padding=0):
         super().__init__()
-        self.kernel_size, self.padding = kernel_size, padding
-        self.stride = _default_stride(stride, kernel_size)
+        name, nd = type(self).__name__, self._nd      # torch keeps tuples of nd ints here
+        self.kernel_size = F._tuple(kernel_size, nd, "kernel_size", name)
+        self.stride = F._tuple(_default_stride(stride, kernel_size), nd, "stride", name)
+        self.padding = F._tuple(padding, nd, "padding", name)
 
     def forward(self, input, indices, output_size=None):
         fn = F.max_unpool1d if self._nd == 1 else F.max_unpool2d
