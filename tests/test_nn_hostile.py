@@ -69,7 +69,7 @@ def _check_vs_torch(lfn, tfn, arrays, dtype="float64", device="cpu", grad=True):
     return ly, ty
 
 
-def _same_outcome(lfn, tfn, what):
+def _same_outcome(lfn, tfn, what, dtype="float64"):
     """lucid raises where torch raises (a catchable error, never a crash) and matches
     torch's values where it computes."""
     try:
@@ -81,9 +81,9 @@ def _same_outcome(lfn, tfn, what):
     got = lfn()
     if isinstance(expected, tuple):
         for g, e in zip(got, expected):
-            _close(g, e, "float64", what)
+            _close(g, e, dtype, what)
     else:
-        _close(got, expected, "float64", what)
+        _close(got, expected, dtype, what)
     return "ok"
 
 
@@ -259,6 +259,33 @@ def test_fold_unfold_modules_on_both_devices(device):
                     [tu.detach().numpy()], dtype, device)
     assert repr(nn.Fold((6, 5), **kw)) == repr(torch.nn.Fold((6, 5), **kw))
     assert repr(nn.Unfold(**kw)) == repr(torch.nn.Unfold(**kw))
+
+
+@pytest.mark.skipif(not _gpu_ok(), reason="MLX has no device here (set LUCID_MLX_DEVICE=cpu)")
+@pytest.mark.parametrize("name,i,rng", _fuzz_cases("gpu", 60, 23))
+def test_fuzz_window_ops_on_the_gpu(name, i, rng):
+    """The same checks and values on the gpu device (float32)."""
+    def gpu(a):
+        return lucid.tensor(a, dtype=lucid.float32, device="gpu")
+    nd = int(rng.choice([1, 2]))
+    if rng.random() < 0.5:
+        transposed = bool(rng.random() < 0.4)
+        x, w, b, kw = _conv_case(rng, nd, transposed)
+        lname = f"conv_transpose{nd}d" if transposed else f"conv{nd}d"
+        args = [x, w, b]
+        call = lambda f, m: getattr(f, lname)(*[None if a is None else m(a) for a in args], **kw)  # noqa: E731
+    else:
+        lname = str(rng.choice(["max_pool", "avg_pool"])) + f"{nd}d"
+        x = rng.standard_normal((2, 2) + tuple(int(s) for s in rng.choice([3, 4, 5], nd)))
+        kw = dict(kernel_size=_pick(rng, nd, (1, 2, 3)), padding=_pick(rng, nd, (0, 1), (-1,)),
+                  stride=_pick(rng, nd, (1, 2)), ceil_mode=bool(rng.random() < 0.4))
+        if lname.startswith("max"):
+            kw["dilation"] = _pick(rng, nd, (1, 2))
+        call = lambda f, m: getattr(f, lname)(m(x), **kw)  # noqa: E731
+    out = _same_outcome(lambda: call(F, gpu), lambda: call(TF, torch.tensor), f"{lname} {kw}",
+                        "float32")
+    if out == "ok":
+        assert call(F, gpu).device == "gpu"
 
 
 HUGE = [2**31, 2**40, 2**63, -2**40]
