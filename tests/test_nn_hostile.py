@@ -273,7 +273,8 @@ def test_fuzz_window_ops_on_the_gpu(name, i, rng):
         x, w, b, kw = _conv_case(rng, nd, transposed)
         lname = f"conv_transpose{nd}d" if transposed else f"conv{nd}d"
         args = [x, w, b]
-        call = lambda f, m: getattr(f, lname)(*[None if a is None else m(a) for a in args], **kw)  # noqa: E731
+        def call(f, m):
+            return getattr(f, lname)(*[None if a is None else m(a) for a in args], **kw)
     else:
         lname = str(rng.choice(["max_pool", "avg_pool"])) + f"{nd}d"
         x = rng.standard_normal((2, 2) + tuple(int(s) for s in rng.choice([3, 4, 5], nd)))
@@ -281,7 +282,8 @@ def test_fuzz_window_ops_on_the_gpu(name, i, rng):
                   stride=_pick(rng, nd, (1, 2)), ceil_mode=bool(rng.random() < 0.4))
         if lname.startswith("max"):
             kw["dilation"] = _pick(rng, nd, (1, 2))
-        call = lambda f, m: getattr(f, lname)(m(x), **kw)  # noqa: E731
+        def call(f, m):
+            return getattr(f, lname)(m(x), **kw)
     out = _same_outcome(lambda: call(F, gpu), lambda: call(TF, torch.tensor), f"{lname} {kw}",
                         "float32")
     if out == "ok":

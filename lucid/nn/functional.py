@@ -235,8 +235,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if training:
         n = input.numel() // input.shape[1]
         if n <= 1:
-            raise lucid.ArgumentError(f"Expected more than 1 value per channel when training, got input "
-                             f"size {tuple(input.shape)}")
+            raise lucid.ArgumentError(f"Expected more than 1 value per channel when training, "
+                                      f"got input size {tuple(input.shape)}")
         mu = input.mean(dims, keepdim=True)
         xc = input - mu
         var = (xc * xc).mean(dims, keepdim=True)
@@ -1387,7 +1387,8 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
     (1, 1, E) are appended to the projected keys and values, then a zero key and value
     with ``add_zero_attn``; the masks leave those columns open."""
     if (bias_k is None) != (bias_v is None):
-        raise lucid.ArgumentError("multi_head_attention_forward: give both bias_k and bias_v or neither")
+        raise lucid.ArgumentError("multi_head_attention_forward: give both bias_k and bias_v "
+                                  "or neither")
     l_, n, e = query.shape
     s_ = key.shape[0]
     hd = e // num_heads
@@ -1527,7 +1528,8 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     with probability targets (same shape as input); torch's label smoothing. On the cpu
     one kernel pass computes the loss and its gradient (lucid's cross_entropy op)."""
     if not 0.0 <= label_smoothing <= 1.0:
-        raise lucid.ArgumentError(f"label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+        raise lucid.ArgumentError(f"label_smoothing must be between 0.0 and 1.0, got "
+                                  f"{label_smoothing}")
     if reduction not in _reduction_names:
         raise lucid.ArgumentError(f"{reduction!r} is not a valid value for reduction")
     if ignore_index != -100 and target.is_floating_point():
@@ -1553,8 +1555,8 @@ def _cross_entropy_composite(input, target, weight, ignore_index, reduction, lab
     logp = lucid.log_softmax(input, dim=1)
     if target.is_floating_point():  # class probabilities
         if tuple(target.shape) != tuple(input.shape):
-            raise lucid.ShapeError(f"cross_entropy: probability targets must have the input's shape "
-                             f"{tuple(input.shape)}, got {tuple(target.shape)}")
+            raise lucid.ShapeError(f"cross_entropy: probability targets must have the input's "
+                                   f"shape {tuple(input.shape)}, got {tuple(target.shape)}")
         if label_smoothing > 0:
             target = target * (1 - label_smoothing) + label_smoothing / c
         prod = logp * target
