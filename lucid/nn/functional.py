@@ -45,7 +45,7 @@ def _reduce(loss, reduction):
     if reduction == "none":
         return loss
     raise lucid.ArgumentError(f"{reduction!r} is not a valid value for reduction; expected one of "
-                     f"{_reduction_names}")
+                              f"{_reduction_names}")
 
 
 def _fp32(fn):
@@ -212,7 +212,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     n = len(normalized_shape)
     if tuple(input.shape[input.ndim - n:]) != tuple(normalized_shape):
         raise lucid.ShapeError(f"layer_norm: input shape {tuple(input.shape)} does not end with "
-                         f"normalized_shape {tuple(normalized_shape)}")
+                               f"normalized_shape {tuple(normalized_shape)}")
     dims = tuple(range(input.ndim - n, input.ndim))
     mu = input.mean(dims, keepdim=True)
     xc = input - mu
@@ -348,7 +348,7 @@ def one_hot(tensor, num_classes=-1):
         num_classes = int(tensor.max().item()) + 1
     elif tensor.numel() and int(tensor.max().item()) >= num_classes:
         raise lucid.ArgumentError(f"one_hot(): class values must be smaller than num_classes "
-                         f"({num_classes})")
+                                  f"({num_classes})")
     return (tensor.unsqueeze(-1) == lucid.arange(num_classes, dtype=tensor.dtype, device=tensor.device)).long()
 
 
@@ -1353,8 +1353,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
         if hq % hk or hq % hv:
             raise lucid.ShapeError(f"scaled_dot_product_attention: with enable_gqa, the query's "
-                             f"{hq} heads must be a multiple of the key's {hk} and the "
-                             f"value's {hv}")
+                                   f"{hq} heads must be a multiple of the key's {hk} and the "
+                                   f"value's {hv}")
         key = lucid.repeat_interleave(key, hq // hk, dim=-3)
         value = lucid.repeat_interleave(value, hq // hv, dim=-3)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
@@ -1396,7 +1396,7 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
         wq, wk, wv = lucid.chunk(in_proj_weight, 3, 0)
     elif q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
         raise lucid.ArgumentError("multi_head_attention_forward: without in_proj_weight, "
-                         "q_proj_weight, k_proj_weight and v_proj_weight are all needed")
+                                  "q_proj_weight, k_proj_weight and v_proj_weight are all needed")
     else:
         wq, wk, wv = q_proj_weight, k_proj_weight, v_proj_weight
     bq = bk = bv = None
@@ -1534,7 +1534,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         raise lucid.ArgumentError(f"{reduction!r} is not a valid value for reduction")
     if ignore_index != -100 and target.is_floating_point():
         raise lucid.ArgumentError("cross_entropy: ignore_index is not supported for probability "
-                         "targets")
+                                  "targets")
     if input.ndim == 1:  # unbatched: (C,) with a 0-d index or (C,) probabilities
         target = target.unsqueeze(0) if target.is_floating_point() else target.reshape(1)
         out = cross_entropy(input.unsqueeze(0), target, weight, ignore_index, reduction,
