@@ -2,12 +2,13 @@
 from lucid.nn import functional, init
 from lucid.nn.containers import ModuleDict, ModuleList, ParameterList, Sequential
 from lucid.nn.layers import (
-    CELU, ELU, GELU, GLU, SELU, AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d,
-    BatchNorm1d, BatchNorm2d, BatchNorm3d, Bilinear, Conv1d, Conv2d, ConvTranspose1d,
-    ConvTranspose2d, Dropout, Embedding, Flatten, GroupNorm, Hardsigmoid, Hardswish, Hardtanh,
-    Identity, LayerNorm, LeakyReLU, Linear, LogSigmoid, LogSoftmax, MaxPool1d, MaxPool2d, Mish,
+    CELU, ELU, GELU, GLU, SELU, AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d,
+    AvgPool1d, AvgPool2d, AvgPool3d, BatchNorm1d, BatchNorm2d, BatchNorm3d, Bilinear, Conv1d,
+    Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, Dropout, Embedding,
+    Flatten, Fold, GroupNorm, Hardsigmoid, Hardswish, Hardtanh, Identity, LayerNorm, LeakyReLU,
+    Linear, LogSigmoid, LogSoftmax, MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, Mish,
     MultiheadAttention, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softmin, Softplus, Softsign, Tanh,
-    Tanhshrink, Unflatten, Upsample,
+    Tanhshrink, Unflatten, Unfold, Upsample,
 )
 from lucid.nn.loss import (
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss,
@@ -20,9 +21,11 @@ __all__ = [
     "functional", "init", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict",
     "ParameterList",
     "Identity", "Linear", "Bilinear", "Embedding", "LayerNorm", "GroupNorm", "BatchNorm1d",
-    "BatchNorm2d", "BatchNorm3d", "Dropout", "Flatten", "Unflatten", "Conv1d", "Conv2d",
-    "ConvTranspose1d", "ConvTranspose2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
-    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "Upsample", "MultiheadAttention",
+    "BatchNorm2d", "BatchNorm3d", "Dropout", "Flatten", "Unflatten", "Fold", "Unfold", "Conv1d", "Conv2d",
+    "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "MaxPool1d", "MaxPool2d",
+    "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "Upsample",
+    "MultiheadAttention",
     "ReLU", "ReLU6", "LeakyReLU", "ELU", "CELU", "SELU", "GELU", "SiLU", "Mish", "Sigmoid",
     "Tanh", "Hardsigmoid", "Hardswish", "Hardtanh", "Softsign", "Softplus", "LogSigmoid",
     "Tanhshrink", "Softmax", "LogSoftmax", "Softmin", "GLU",

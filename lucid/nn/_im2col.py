@@ -140,3 +140,17 @@ def max_pool(x, kernel, stride, pairs, dilation, out_size, composite, with_indic
     if with_indices:
         return out, lucid.from_numpy(arg.reshape(out.shape).copy())   # backward keeps arg
     return out
+
+
+_C_INT_MAX = 2**31 - 1
+
+
+def fits(x_shape, w_shape, stride, pairs, dilation, out_size, kernel=None):
+    """Every size, step and index the kernels compute stays far inside their integers
+    (huge strides or dilations that torch accepts go to the composite form instead)."""
+    kernel = tuple(w_shape[2:]) if kernel is None else tuple(kernel)
+    vals = list(x_shape) + list(kernel) + list(stride) + list(dilation) + list(out_size)
+    vals += [p for pair in pairs for p in pair]
+    ext = [d * (k - 1) + s * o + lo + hi for k, s, d, o, (lo, hi)
+           in zip(kernel, stride, dilation, out_size, pairs)]
+    return max(vals + ext) <= _C_INT_MAX

@@ -173,7 +173,8 @@ class Dropout(Module):
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+            raise lucid.ArgumentError(f"dropout probability has to be between 0 and 1, but got "
+                                      f"{p}")
         self.p = p
 
     def forward(self, input):
@@ -195,8 +196,12 @@ class Embedding(Module):
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.max_norm, self.norm_type = max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
-        if padding_idx is not None and padding_idx < 0:
-            padding_idx += num_embeddings
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise lucid.ArgumentError(f"Embedding: padding_idx {padding_idx} must be within "
+                                          f"num_embeddings ({num_embeddings})")
+            if padding_idx < 0:
+                padding_idx += num_embeddings
         self.padding_idx = padding_idx
         if _weight is None:
             self.weight = Parameter(_empty(num_embeddings, embedding_dim, dtype=dtype),
@@ -270,7 +275,7 @@ class GroupNorm(Module):
                  *, bias=True):
         super().__init__()
         if num_channels % num_groups:
-            raise ValueError("num_channels must be divisible by num_groups")
+            raise lucid.ArgumentError("num_channels must be divisible by num_groups")
         self.num_groups, self.num_channels, self.eps, self.affine = (
             num_groups, num_channels, eps, affine)
         self.weight = (Parameter(lucid.ones(num_channels, dtype=dtype or lucid.float32))
@@ -322,9 +327,9 @@ class _BatchNorm(Module):
 
     def forward(self, input):
         if input.ndim not in self._expected_dims:
-            raise ValueError(f"{type(self).__name__}: expected a "
-                             f"{' or '.join(map(str, self._expected_dims))}-d input, got "
-                             f"{input.ndim}-d")
+            raise lucid.ShapeError(f"{type(self).__name__}: expected a "
+                                   f"{' or '.join(map(str, self._expected_dims))}-d input, got "
+                                   f"{input.ndim}-d")
         momentum = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
             with lucid.no_grad():
@@ -367,16 +372,28 @@ class _ConvNd(Module):
                  dtype=None):
         super().__init__()
         nd = self._nd
+        name = type(self).__name__
+        if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
+            raise lucid.ArgumentError(f"{name}: groups must be a positive integer, got {groups!r}")
         if in_channels % groups or out_channels % groups:
-            raise ValueError("in_channels and out_channels must be divisible by groups")
+            raise lucid.ArgumentError(f"{name}: in_channels and out_channels must be divisible "
+                                      f"by groups")
+        if isinstance(padding, str):
+            if padding not in ("valid", "same"):
+                raise lucid.ArgumentError(f"{name}: invalid padding string {padding!r}, should "
+                                          f"be one of 'valid', 'same'")
+            if padding == "same" and any(v != 1 for v in F._tuple(stride, nd, "stride", name)):
+                raise lucid.ArgumentError(f"{name}: padding='same' is not supported for "
+                                          f"strided convolutions")
         if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
-            raise ValueError(f"padding_mode {padding_mode!r} is not supported")
+            raise lucid.ArgumentError(f"padding_mode {padding_mode!r} is not supported")
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size = F._tuple(kernel_size, nd, "kernel_size")
-        self.stride = F._tuple(stride, nd, "stride")
-        self.padding = padding if isinstance(padding, str) else F._tuple(padding, nd, "padding")
-        self.dilation = F._tuple(dilation, nd, "dilation")
-        self.output_padding = F._tuple(output_padding, nd, "output_padding")
+        self.kernel_size = F._tuple(kernel_size, nd, "kernel_size", name)
+        self.stride = F._tuple(stride, nd, "stride", name)
+        self.padding = (padding if isinstance(padding, str)
+                        else F._tuple(padding, nd, "padding", name))
+        self.dilation = F._tuple(dilation, nd, "dilation", name)
+        self.output_padding = F._tuple(output_padding, nd, "output_padding", name)
         self.groups, self.padding_mode = groups, padding_mode
         if self._transposed:
             shape = (in_channels, out_channels // groups) + self.kernel_size
@@ -440,6 +457,14 @@ class Conv2d(_ConvNd):
         return F.conv2d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
 
 
+class Conv3d(_ConvNd):
+    _nd = 3
+
+    def forward(self, input):
+        x, pad = self._padded(input)
+        return F.conv3d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
+
+
 class ConvTranspose1d(_ConvNd):
     _nd = 1
     _transposed = True
@@ -458,13 +483,31 @@ class ConvTranspose2d(_ConvNd):
                                   self.output_padding, self.groups, self.dilation)
 
 
+class ConvTranspose3d(_ConvNd):
+    _nd = 3
+    _transposed = True
+
+    def forward(self, input):
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self.output_padding, self.groups, self.dilation)
+
+
 # -- pools, resizing ------------------------------------------------------------------------------------------------
+
+def _default_stride(stride, kernel_size):
+    """torch's pools: stride None (or empty) means the kernel size; 0 stays 0 (and raises
+    when the pool runs)."""
+    if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0):
+        return kernel_size
+    return stride
+
 
 class MaxPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
                  ceil_mode=False):
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride or kernel_size, padding
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = _default_stride(stride, kernel_size)
         self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
     def forward(self, input):
@@ -486,7 +529,8 @@ class AvgPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
                  count_include_pad=True, divisor_override=None):
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride or kernel_size, padding
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = _default_stride(stride, kernel_size)
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
         self.divisor_override = divisor_override
 
@@ -504,6 +548,41 @@ class AvgPool1d(AvgPool2d):
                             self.count_include_pad)
 
 
+class MaxPool3d(MaxPool2d):
+    def forward(self, input):
+        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode, self.return_indices)
+
+
+class AvgPool3d(AvgPool2d):
+    def forward(self, input):
+        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+
+class MaxUnpool2d(Module):
+    """The partial inverse of MaxPool2d: ``forward(input, indices, output_size=None)``."""
+    _nd = 2
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        name, nd = type(self).__name__, self._nd      # torch keeps tuples of nd ints here
+        self.kernel_size = F._tuple(kernel_size, nd, "kernel_size", name)
+        self.stride = F._tuple(_default_stride(stride, kernel_size), nd, "stride", name)
+        self.padding = F._tuple(padding, nd, "padding", name)
+
+    def forward(self, input, indices, output_size=None):
+        fn = F.max_unpool1d if self._nd == 1 else F.max_unpool2d
+        return fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(MaxUnpool2d):
+    _nd = 1
+
+
 class AdaptiveAvgPool2d(Module):
     def __init__(self, output_size):
         super().__init__()
@@ -519,6 +598,44 @@ class AdaptiveAvgPool2d(Module):
 class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
     def forward(self, input):
         return F.adaptive_avg_pool1d(input, self.output_size)
+
+
+class AdaptiveAvgPool3d(AdaptiveAvgPool2d):
+    def forward(self, input):
+        return F.adaptive_avg_pool3d(input, self.output_size)
+
+
+class Unfold(Module):
+    """Sliding windows as columns: (N, C, H, W) -> (N, C * kH * kW, L)."""
+
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.kernel_size, self.dilation, self.padding, self.stride = (
+            kernel_size, dilation, padding, stride)
+
+    def forward(self, input):
+        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, "
+                f"padding={self.padding}, stride={self.stride}")
+
+
+class Fold(Module):
+    """Columns summed back into windows: (N, C * kH * kW, L) -> (N, C, *output_size)."""
+
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.output_size, self.kernel_size = output_size, kernel_size
+        self.dilation, self.padding, self.stride = dilation, padding, stride
+
+    def forward(self, input):
+        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding,
+                      self.stride)
+
+    def extra_repr(self):
+        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, "
+                f"dilation={self.dilation}, padding={self.padding}, stride={self.stride}")
 
 
 class Upsample(Module):
@@ -556,7 +673,7 @@ class MultiheadAttention(Module):
                  dtype=None):
         super().__init__()
         if embed_dim % num_heads:
-            raise ValueError("embed_dim must be divisible by num_heads")
+            raise lucid.ArgumentError("embed_dim must be divisible by num_heads")
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
         self.batch_first, self.head_dim = batch_first, embed_dim // num_heads
         self.kdim = kdim if kdim is not None else embed_dim

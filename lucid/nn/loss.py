@@ -1,5 +1,6 @@
 """Loss modules: thin wrappers over lucid.nn.functional with torch's constructor
 arguments (``weight`` is registered as a buffer, as torch does)."""
+import lucid
 from lucid.nn import functional as F
 from lucid.nn.module import Module
 
@@ -8,7 +9,7 @@ class _Loss(Module):
     def __init__(self, reduction="mean"):
         super().__init__()
         if reduction not in ("none", "mean", "sum", "batchmean"):
-            raise ValueError(f"{reduction!r} is not a valid value for reduction")
+            raise lucid.ArgumentError(f"{reduction!r} is not a valid value for reduction")
         self.reduction = reduction
 
 
