@@ -294,6 +294,11 @@ class DataLoader:
         return _MultiProcessIter(self)
 
 
+def _draw_base_seed(generator):
+    """One draw per epoch from the loader's generator (or lucid's global stream)."""
+    return int(_numpy_rng(generator).integers(0, 2 ** 62))
+
+
 class _InfiniteSampler(Sampler):
     """Dummy indices for an iterable dataset (the dataset decides when to stop)."""
 
@@ -304,6 +309,9 @@ class _InfiniteSampler(Sampler):
 class _SingleProcessIter:
     def __init__(self, loader):
         self._loader = loader
+        # drawn as the worker iterator draws its base seed, so that a shuffle gives the
+        # same order with and without workers (torch draws it in both too)
+        _draw_base_seed(loader.generator)
         self._sampler_iter = iter(loader._index_sampler)
         self._fetcher = _fetcher(loader._loader_args())
 
@@ -331,7 +339,7 @@ class _MultiProcessIter:
             ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
         elif isinstance(ctx, str):
             ctx = multiprocessing.get_context(ctx)
-        self._base_seed = self._draw_seed()
+        self._base_seed = _draw_base_seed(loader.generator)
         self._result_queue = ctx.Queue()
         self._index_queues, self._workers = [], []
         for w in range(self._n):
@@ -346,11 +354,9 @@ class _MultiProcessIter:
         self._epoch = 0
         self._reset(first=True)
 
-    def _draw_seed(self):
-        return int(_numpy_rng(self._loader.generator).integers(0, 2 ** 62))
-
     def _reset(self, first):
         if not first:
+            _draw_base_seed(self._loader.generator)     # as a new iterator would
             self._epoch += 1
             for q in self._index_queues:
                 q.put(_Resume(self._epoch))
