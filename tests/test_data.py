@@ -3,6 +3,7 @@ batch counts and sizes, sampler lengths, random_split sizes, exact batch content
 reproducible shuffles, and worker processes (same batches as num_workers=0, in order,
 errors, seeds, timeouts) also after lucid's thread pool has run."""
 import collections
+import contextlib
 import random
 import time
 import warnings
@@ -231,21 +232,13 @@ def test_random_split_sizes_match_torch(lengths):
     data = list(range(10)) if len(lengths) != 3 or lengths[0] != 1.0 / 3 else list(range(11))
     # a fraction giving an empty split warns (a length of 0 does not)
     with pytest.warns(UserWarning) if 0.0 in lengths[1:2] and isinstance(lengths[1], float) \
-            else _nothing():
+            else contextlib.nullcontext():
         mine = ld.random_split(data, lengths, generator=lucid.Generator().manual_seed(0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         theirs = td.random_split(data, lengths, generator=torch.Generator().manual_seed(0))
     assert [len(s) for s in mine] == [len(s) for s in theirs]
     assert sorted(i for s in mine for i in s) == data
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 def test_random_split_errors_and_reproducibility():
@@ -314,10 +307,9 @@ def test_workers_with_shuffle_match_the_main_process_order():
         np.testing.assert_array_equal(a, b)
 
 
-def _record_seed(worker_id):
+def _check_worker_info(worker_id):
     info = ld.get_worker_info()
     assert info.id == worker_id and info.num_workers == 2
-    np.save  # noqa: B018
 
 
 class Seeds(ld.Dataset):
@@ -332,7 +324,7 @@ class Seeds(ld.Dataset):
 def test_worker_seeds_and_init_fn():
     g = lucid.Generator().manual_seed(2)
     rows = [b for b in ld.DataLoader(Seeds(), batch_size=1, num_workers=2, generator=g,
-                                     worker_init_fn=_record_seed, timeout=60)]
+                                     worker_init_fn=_check_worker_info, timeout=60)]
     ids = [int(r[0][0]) for r in rows]
     seeds = [int(r[1][0]) for r in rows]
     assert ids == [0, 1, 0, 1]

@@ -4,12 +4,10 @@ float32 tolerance after 20 steps, state_dict round trips that resume on the same
 torch's argument errors; Adamax, NAdam, RAdam, LBFGS (with and without strong Wolfe line
 search, on Rosenbrock), and torch's foreach / fused / capturable / differentiable /
 maximize keys accepted by every optimizer."""
-import math
+import os
 
 import numpy as np
 import pytest
-
-import os
 
 os.environ.setdefault("LUCID_MLX_DEVICE", "cpu")
 
@@ -358,8 +356,6 @@ def test_optimizer_on_gpu_matches_torch(name, kw):
     (lp, lq, _), (tp, tq, tl) = _problem()
     gp = lucid.tensor(lp.numpy(force=True)).to("gpu").requires_grad_()
     gq = lucid.tensor(lq.numpy(force=True)).to("gpu").requires_grad_()
-    c = torch.tensor(0.0)
-    del c
     lo = getattr(optim, name)(_groups(gp, gq, lr=kw["lr"]), **kw)
     to = getattr(torch.optim, name)(_groups(tp, tq, lr=kw["lr"]), **kw)
     rng = np.random.default_rng(1)
@@ -367,7 +363,8 @@ def test_optimizer_on_gpu_matches_torch(name, kw):
         ga, gb = rng.standard_normal((3, 4)), rng.standard_normal(5)   # the same gradients
         gp.grad = lucid.tensor(ga, dtype=lucid.float32).to("gpu")
         gq.grad = lucid.tensor(gb, dtype=lucid.float32).to("gpu")
-        tp.grad, tq.grad = torch.tensor(ga, dtype=torch.float32), torch.tensor(gb, dtype=torch.float32)
+        tp.grad = torch.tensor(ga, dtype=torch.float32)
+        tq.grad = torch.tensor(gb, dtype=torch.float32)
         lo.step()
         to.step()
     assert gp.device == "gpu"
