@@ -410,3 +410,24 @@ def test_pin_memory_and_prefetch_are_accepted():
     dl = ld.DataLoader(np.arange(6), batch_size=2, pin_memory=True, num_workers=1,
                        prefetch_factor=4, timeout=60)
     assert [_np(b).tolist() for b in dl] == [[0, 1], [2, 3], [4, 5]]
+
+
+def test_out_of_order_delivery_gives_every_batch_once():
+    dl = ld.DataLoader(Squares(), batch_size=3, num_workers=2, in_order=False, timeout=60)
+    got = sorted(int(i) for b in dl for i in _np(b["i"]))
+    assert got == list(range(23))
+
+
+def test_weighted_random_sampler():
+    w = [0.0, 1.0, 3.0, 0.0]
+    g = lucid.Generator().manual_seed(0)
+    draws = list(ld.WeightedRandomSampler(w, 4000, generator=g))
+    assert len(draws) == len(ld.WeightedRandomSampler(w, 4000)) == 4000
+    counts = np.bincount(draws, minlength=4)
+    assert counts[0] == counts[3] == 0 and 2.5 < counts[2] / counts[1] < 3.5
+    assert sorted(ld.WeightedRandomSampler(w, 2, replacement=False, generator=g)) == [1, 2]
+    for args in [(w, 0), (w, 2, 1), ([[1.0]], 1)]:
+        with pytest.raises(ValueError):
+            td.WeightedRandomSampler(*args)
+        with pytest.raises(ValueError):
+            ld.WeightedRandomSampler(*args)
