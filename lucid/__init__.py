@@ -67,6 +67,7 @@ from lucid.ops import __all__ as _ops_all  # noqa: E402
 half, double, short, long = float16, float64, int16, int64
 
 from lucid import nn, optim  # noqa: E402
+from lucid import utils  # noqa: E402
 from lucid import amp  # noqa: E402
 from lucid.amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
 from lucid.serialization import CheckpointError, load, save  # noqa: E402
@@ -95,7 +96,8 @@ __all__ = [
     "full", "get_num_threads", "gpu_available", "half", "initial_seed", "int32",
     "int64", "is_grad_enabled", "linspace", "manual_seed", "no_grad", "normal", "ones", "ops",
     "rand", "randint", "randn", "set_grad_enabled", "set_num_threads", "tensor",
-    "use_deterministic_algorithms", "zeros", "nn", "optim", "save", "load", "differentiable",
+    "use_deterministic_algorithms", "zeros", "nn", "optim", "utils", "save", "load",
+    "differentiable",
     "from_dlpack", "linalg", "special", "vmap", "pi", "e", "inf", "nan", "newaxis",
 ] + list(_ops_all)
 

@@ -756,8 +756,6 @@ def test_functional_softplus_beta_threshold_matches_torch(beta, threshold):
                     lambda t: TF.softplus(t, beta=beta, threshold=threshold), [x])
 
 
-@pytest.mark.xfail(strict=True, reason="lucid.softplus is a generated UNARY row "
-                   "(lucid/_core/optable.py) without beta / threshold; needs a change there")
 def test_lucid_softplus_takes_beta_and_threshold():
     x = lucid.tensor(np.linspace(-3, 3, 7))
     _close(lucid.softplus(x, beta=2.0, threshold=1.0),

@@ -417,9 +417,8 @@ def test_select_unbind_movedim_as_torch():
     assert x.grad.tolist() == xt.grad.tolist()
 
 
-def test_view_with_a_dtype_says_it_is_unsupported():
-    with pytest.raises(TypeError, match="view\\(dtype\\)"):
-        lucid.zeros(4).view(lucid.int32)
+def test_view_with_a_dtype_reinterprets_the_bytes():
+    assert lucid.ones(4).view(lucid.int32).tolist() == [1065353216] * 4   # 1.0f's bits
 
 
 def test_view_never_copies():

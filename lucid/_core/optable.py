@@ -166,7 +166,7 @@ UNARY = [
          "g * y * (1 - y)", "Logistic sigmoid 1 / (1 + e**-x), stable for large |x|."),
     _row("softplus", "ForceFP32", "x", ("lv_softplusf", "lv_softplus"), "g * lv_sigmoid_g(x)",
          "g * sigmoid(x)", "log(1 + e**x), stable for large |x| (beta = 1, no threshold).",
-         torch="nn.functional.softplus"),
+         torch="nn.functional.softplus", py_name="_softplus_plain"),
     _row("logsigmoid", "ForceFP32", "x", ("lv_logsigmoidf", "lv_logsigmoid"),
          "g * lv_sigmoid_g(-x)", "g * sigmoid(-x)",
          "log(sigmoid(x)) = -softplus(-x), stable for large |x|.",

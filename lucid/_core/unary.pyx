@@ -683,6 +683,18 @@ def softplus_beta(input, beta=1.0, threshold=20.0):
     return dispatch_unary(_S_softplus_beta, input, (b, t))
 
 
+def softplus(input, beta=1.0, threshold=20.0):
+    """log(1 + e**(beta x)) / beta, and x where beta x > threshold: PyTorch's softplus,
+    with the signature of ``nn.functional.softplus``. With the default arguments it is
+    the table's softplus row (AMP policy ForceFP32, SoftplusBackward, integer inputs
+    computed in float32; above the threshold log1p(e**x) is x to within e**-20
+    relative); other arguments take the parametrised kernel (integers refused, as
+    torch)."""
+    if beta == 1.0 and threshold == 20.0:
+        return _softplus_plain(input)
+    return softplus_beta(input, beta, threshold)
+
+
 def _polygamma(n, input):
     """polygamma(n, x): the n-th derivative of digamma (n >= 0 an int); lucid.special
     checks n."""
@@ -952,7 +964,7 @@ def clip(input, min=None, max=None):
     return clamp(input, min, max)
 
 
-for _fn in (leaky_relu, elu, clamp, clip, nan_to_num, gelu):
+for _fn in (leaky_relu, elu, clamp, clip, nan_to_num, gelu, softplus):
     export(_fn, method=True)
 export(lambda self, min: clamp(self, min, None), "clamp_min", public=False, method=True)
 export(lambda self, max: clamp(self, None, max), "clamp_max", public=False, method=True)
