@@ -336,13 +336,15 @@ def test_cpu_index_tensor_into_gpu_tensor():
 
 # -- what the gpu can't do: clear errors --------------------------------------------------
 
-def test_gpu_bool_mask_raises():
-    g = lucid.randn(3, 4, device="gpu")
-    with pytest.raises(lucid.LucidError, match="gpu device") as ei:
-        g[g > 0]
-    assert "mask" in str(ei.value)
-    with pytest.raises(lucid.LucidError, match="gpu device"):
-        g[g > 0] = 0.0
+def test_gpu_bool_mask_indexes_as_on_the_cpu():
+    # the mask's values decide the result's size: evaluated, as torch does on CUDA
+    a = np.random.default_rng(3).standard_normal((3, 4)).astype(np.float32)
+    g, c = lucid.tensor(a, device="gpu"), lucid.tensor(a)
+    assert g[g > 0].device == g.device
+    np.testing.assert_array_equal(g[g > 0].cpu().numpy(), c[c > 0].numpy())
+    g[g > 0] = 0.0
+    c[c > 0] = 0.0
+    np.testing.assert_array_equal(g.cpu().numpy(), c.numpy())
 
 
 def test_gpu_index_bounds():

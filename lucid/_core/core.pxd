@@ -69,7 +69,7 @@ cdef class Tensor:
     cdef _VersionCounter _vc
     cdef object _mx             # the mlx.core array of a "gpu" tensor, else None
     cdef list _hooks            # a leaf's [None, [hooks], None] (see _hook_entry), else None
-    cdef object _gpu_aliases    # gpu: the WeakSet of tensors sharing this storage, else None
+    cdef object _gpu_aliases    # gpu: {id: weakref} of the tensors sharing this storage, else None
     cdef object __weakref__
     cdef _set_requires_grad(self, bint value)
     cdef _VersionCounter _get_vc(self)

@@ -1413,26 +1413,38 @@ cdef inline Tensor _alias(Tensor x):
 
 # gpu storage shared by aliases. MLX arrays are immutable, so an in-place op on a gpu
 # tensor gives it a new array; tensors that alias its storage (detach(), .data, a
-# Parameter made from it) join one WeakSet, and every write (every _bump) hands the new
-# array to all of them: a write through any alias lands in all, as on the cpu.
+# Parameter made from it) share one dict {id: weakref}, and every write (every _bump)
+# hands the new array to all of them: a write through any alias lands in all, as on the
+# cpu. (A dict keyed by id, not a WeakSet: Tensor's == is element-wise.)
+def _forget_alias(ref, group, key):
+    if group.get(key) is ref:
+        del group[key]
+
+
+cdef void _add_alias(dict group, Tensor t) except *:
+    key = id(t)
+    group[key] = weakref.ref(t, functools.partial(_forget_alias, group=group, key=key))
+    t._gpu_aliases = group
+
+
 cdef void _join_aliases(Tensor x, Tensor t) except *:
     if x._gpu_aliases is None:
-        x._gpu_aliases = weakref.WeakSet((x,))
-    x._gpu_aliases.add(t)
-    t._gpu_aliases = x._gpu_aliases
+        _add_alias({}, x)
+    _add_alias(<dict>x._gpu_aliases, t)
 
 
 cdef void _leave_aliases(Tensor t) except *:
     if t._gpu_aliases is not None:
-        t._gpu_aliases.discard(t)
+        (<dict>t._gpu_aliases).pop(id(t), None)
         t._gpu_aliases = None
 
 
 cdef void _publish(Tensor t):
     cdef Tensor o
-    for other in list(t._gpu_aliases):
-        o = <Tensor>other
-        if o is not t:
+    for ref in list((<dict>t._gpu_aliases).values()):
+        other = ref()
+        if other is not None and other is not t:
+            o = <Tensor>other
             o._mx = t._mx
             o._data = t._data
 

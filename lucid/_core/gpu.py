@@ -37,9 +37,28 @@ def _namespace():
                 f"{name} is only supported for integer and bool tensors, got {dt}")
         if dt == mx.bool_ and name.endswith("shift"):
             raise core.UnsupportedDTypeError(f"{name} is not implemented for bool tensors")
-        return f(a, b)
+        if not name.endswith("shift"):
+            return f(a, b)
+        # a shift by the width or more (or by a negative count) is the cpu's and torch's:
+        # all bits shifted out (0; -1 for a negative number shifted right), where MLX
+        # shifts by the count modulo the width
+        a, b = mx.array(a, dtype=dt), mx.array(b, dtype=dt)
+        inside = (b >= 0) & (b < dt.size * 8)
+        r = f(a, mx.where(inside, b, mx.zeros_like(b)))
+        out = mx.zeros_like(r)
+        if name.endswith("right_shift") and mx.issubdtype(dt, mx.signedinteger):
+            out = mx.where(a < 0, mx.full(r.shape, -1, dtype=dt), out)
+        return mx.where(inside, r, out)
 
-    return {"mx": mx, "_sf": mlx_special, "_bits": _bits, "_inf0": _inf0, "_ints": _ints, "_fmod": _fmod, "_nan_to_num": _nan_to_num}
+    def _nonzero(name, a, b):
+        # integer division by zero raises, as on the cpu (one small evaluation of b)
+        dt = (b if isinstance(b, mx.array) else a).dtype
+        if not mx.issubdtype(dt, mx.floating) and bool(mx.any(mx.array(b) == 0).item()):
+            raise ZeroDivisionError(f"integer division by zero in {name}")
+        return a
+
+    return {"mx": mx, "_sf": mlx_special, "_bits": _bits, "_inf0": _inf0, "_ints": _ints,
+            "_fmod": _fmod, "_nan_to_num": _nan_to_num, "_nonzero": _nonzero}
 
 
 class _Lazy:

@@ -325,7 +325,8 @@ MLX_BINARY = {
     "div": "mx.divide(a, b)",
     "hypot": "mx.sqrt(a * a + b * b)",
     # C's fmod from Python's remainder: where the signs differ, step back by b.
-    "fmod": "_fmod(a, b)",
+    "fmod": "_fmod(_nonzero('fmod', a, b), b)",
+    "remainder": "mx.remainder(_nonzero('remainder', a, b), b)",
     "xlogy": "_sf.xlogy(mx, a, b)",
 }
 

@@ -1091,6 +1091,19 @@ cdef object _index_component(object it):
                      f"dtype {a.dtype}")
 
 
+cdef tuple _host_masks(Tensor self, tuple idx):
+    """For a gpu tensor: gpu boolean masks in ``idx`` evaluated to host masks (the result's
+    size depends on their values, as torch evaluates a CUDA mask); the host-mask path
+    then applies np.nonzero, as NumPy does."""
+    if self._mx is None:
+        return idx
+    m = mlx()
+    if not any(_is_mx(v) and v.dtype == m.bool_ for v in idx):
+        return idx
+    return tuple(np.array(v, dtype=np.bool_) if _is_mx(v) and v.dtype == m.bool_ else v
+                 for v in idx)
+
+
 cdef tuple _convert_index(object index):
     """A user index -> (NumPy index tuple, advanced?). Basic indices get a trailing
     Ellipsis so that NumPy returns a view even for an all-integer index."""
@@ -1215,8 +1228,8 @@ cdef tuple _gpu_index(Tensor self, tuple idx, str what):
     """A converted index (see _convert_index) made ready for indexing self's MLX array:
     the dims each entry applies to are checked on the host (host integer arrays: bounds;
     host boolean masks: shape, then np.nonzero, as NumPy does), gpu integer indices are
-    bounds-checked with one small evaluation. A gpu boolean mask (its result size depends
-    on its values) and a Python bool raise."""
+    bounds-checked with one small evaluation (gpu boolean masks were made host masks by
+    _host_masks). A Python bool raises."""
     m = mlx()
     shape = _shp(self._data)
     cdef int nd = len(shape), used = 0, k = 0
@@ -1228,12 +1241,6 @@ cdef tuple _gpu_index(Tensor self, tuple idx, str what):
                              "device; use None (a new dim) or an integer index")
         if isinstance(v, np.ndarray) and (<cnp.ndarray>v).dtype.kind == "b":
             used += (<cnp.ndarray>v).ndim
-        elif _is_mx(v) and v.dtype == m.bool_:
-            raise LucidError(
-                f"{what} with a boolean mask tensor is not supported on the gpu device: the "
-                "result's size depends on the mask's values, which MLX can't do lazily. Use "
-                "lucid.where(mask, ...), or index with the mask on the cpu (mask.cpu(), whose "
-                "values are then known on the host)")
         else:
             used += 1
     if used > nd:
@@ -1304,6 +1311,7 @@ def _getitem(Tensor self not None, index):
     cdef tuple idx
     cdef bint adv
     idx, adv = _convert_index(index)
+    idx = _host_masks(self, idx)
     cdef Tensor y
     perm = None
     if adv and self._mx is not None:
@@ -1474,6 +1482,7 @@ def _setitem(Tensor self not None, index, value):
     cdef tuple idx
     cdef bint adv
     idx, adv = _convert_index(index)
+    idx = _host_masks(self, idx)
     _index_put(self, idx, adv, value, False)
 
 
@@ -1490,6 +1499,7 @@ def index_put_(input, indices, values, accumulate=False):
     cdef tuple idx
     cdef bint adv
     idx, adv = _convert_index(tuple(indices) if isinstance(indices, list) else indices)
+    idx = _host_masks(x, idx)
     _index_put(x, idx, adv, values, bool(accumulate))
     return x
 
