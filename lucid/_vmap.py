@@ -42,8 +42,8 @@ class _NoRule(Exception):
 
 # -- which ops batch how (from the op tables, the specs' families) -----------------------
 
-_ELEMENTWISE = set(r["name"] for r in optable.UNARY) | set(r["name"] for r in optable.BINARY)
-_ELEMENTWISE |= set(r["name"] for r in optable.COMPARE) | set(r["name"] for r in optable.MORE_BINARY)
+_ELEMENTWISE = {r["name"] for table in (optable.UNARY, optable.BINARY, optable.COMPARE,
+                                         optable.MORE_BINARY) for r in table}
 _ELEMENTWISE |= {"neg", "negative", "clamp", "clip", "where", "nan_to_num", "leaky_relu", "elu",
                  "celu", "hardtanh", "softsign", "tanhshrink", "logsigmoid", "true_divide",
                  "multiply", "subtract", "divide", "float", "double", "half", "bfloat16",
@@ -209,7 +209,7 @@ def _product(name, fn, args, kwargs):
         return _elementwise(core.ops.mul, (a, b), {}).sum(-1)
     if name in ("outer", "ger"):
         a, b = args
-        return _elementwise(core.ops.mul, (_unsqueeze(a, -1), _unsqueeze(b, 0)), {})
+        return _elementwise(core.ops.mul, (a.unsqueeze(-1), b.unsqueeze(0)), {})
     # F.linear(input, weight, bias=None): input @ weight.T + bias
     x, w = args[0], args[1]
     bias = args[2] if len(args) > 2 else kwargs.get("bias")
@@ -217,12 +217,6 @@ def _product(name, fn, args, kwargs):
         raise _NoRule("linear with batched weights")
     y = _matmul(x, w.transpose(-1, -2) if w.ndim == 2 else w)
     return y + bias if bias is not None else y
-
-
-def _unsqueeze(a, d):
-    if isinstance(a, BatchedTensor):
-        return a.unsqueeze(d)
-    return a.unsqueeze(d)
 
 
 def _join(name, fn, args, kwargs):
@@ -533,13 +527,20 @@ def _batched_function(fn, name):
     return call
 
 
+_MODULES = ()
+
+
 def _lucid_modules():
-    import lucid
-    import lucid.linalg
-    import lucid.nn
-    import lucid.nn.functional
-    import lucid.special
-    return (lucid, lucid.nn, lucid.nn.functional, lucid.linalg, lucid.special, core.ops)
+    global _MODULES
+    if not _MODULES:
+        import lucid
+        import lucid.linalg
+        import lucid.nn
+        import lucid.nn.functional
+        import lucid.special
+        _MODULES = (lucid, lucid.nn, lucid.nn.functional, lucid.linalg, lucid.special,
+                    core.ops)
+    return _MODULES
 
 
 def _rebind(value):
@@ -625,40 +626,29 @@ def _tree_map(fn, x):
     return x
 
 
-def _leaves(x):
-    if isinstance(x, Tensor):
-        return [x]
-    if isinstance(x, (tuple, list)):
-        return [t for y in x for t in _leaves(y)]
-    if isinstance(x, dict):
-        return [t for v in x.values() for t in _leaves(v)]
-    return []
+def _join_tree(items, join, leaf):
+    """Join matching tensors of several output trees with ``join`` (stack or cat along
+    dim 0); other leaves go to ``leaf``."""
+    first = items[0]
+    if isinstance(first, Tensor):
+        return join(list(items), 0)
+    if isinstance(first, tuple) and hasattr(first, "_fields"):
+        return type(first)(*[_join_tree([it[k] for it in items], join, leaf)
+                             for k in range(len(first))])
+    if isinstance(first, (tuple, list)):
+        return type(first)(_join_tree([it[k] for it in items], join, leaf)
+                           for k in range(len(first)))
+    if isinstance(first, dict):
+        return {k: _join_tree([it[k] for it in items], join, leaf) for k in first}
+    return leaf(items)
 
 
 def _stack_tree(items):
-    first = items[0]
-    if isinstance(first, Tensor):
-        return core.ops.stack(list(items), 0)
-    if isinstance(first, tuple) and hasattr(first, "_fields"):
-        return type(first)(*[_stack_tree([it[k] for it in items]) for k in range(len(first))])
-    if isinstance(first, (tuple, list)):
-        return type(first)(_stack_tree([it[k] for it in items]) for k in range(len(first)))
-    if isinstance(first, dict):
-        return {k: _stack_tree([it[k] for it in items]) for k in first}
-    return core.tensor(list(items))
+    return _join_tree(items, core.ops.stack, lambda xs: core.tensor(list(xs)))
 
 
 def _cat_tree(parts):
-    first = parts[0]
-    if isinstance(first, Tensor):
-        return core.ops.cat(list(parts), 0)
-    if isinstance(first, tuple) and hasattr(first, "_fields"):
-        return type(first)(*[_cat_tree([p[k] for p in parts]) for k in range(len(first))])
-    if isinstance(first, (tuple, list)):
-        return type(first)(_cat_tree([p[k] for p in parts]) for k in range(len(first)))
-    if isinstance(first, dict):
-        return {k: _cat_tree([p[k] for p in parts]) for k in first}
-    return first
+    return _join_tree(parts, core.ops.cat, lambda xs: xs[0])
 
 
 def _batch_args(args, dims):
